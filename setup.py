@@ -1,0 +1,33 @@
+"""Declares the Cython extensions; all metadata lives in pyproject.toml.
+
+Set TAPEAD_DEBUG=1 to build with bounds checks and wraparound on.
+"""
+import glob
+import os
+
+import numpy as np
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+DEBUG = os.environ.get("TAPEAD_DEBUG", "0") == "1"
+DIRECTIVES = {
+    "language_level": 3,
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "cdivision": True,
+    "infer_types": True,
+}
+
+extensions = [
+    Extension(
+        "tapead." + os.path.splitext(os.path.basename(path))[0],
+        [path],
+        include_dirs=[np.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-O3"],
+    )
+    for path in sorted(glob.glob(os.path.join("tapead", "*.pyx")))
+]
+
+setup(ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES, annotate=DEBUG))

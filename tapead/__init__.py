@@ -1,0 +1,20 @@
+"""tapead: automatic differentiation on a compiled Wengert tape.
+
+>>> import tapead as ta
+>>> float(ta.grad(lambda x, y: x * y + ta.numpy.sin(x))(1.0, 2.0))
+2.5403023058681398
+"""
+from tapead import _core  # noqa: F401
+from tapead import _prims  # noqa: F401  (registers the rules with the core)
+from tapead import numpy  # noqa: F401
+from tapead._core import Tape, Tracer, Dual  # noqa: F401
+from tapead._tree import tree_flatten, tree_unflatten, tree_map  # noqa: F401
+from tapead.errors import (GuardFlippedError, LeakedTracerError, MissingRuleError,  # noqa
+                           NonDifferentiableError, NonScalarOutputError, ShapeError,
+                           TapeReplayError, TapeadError)
+from tapead.testing import check_grads  # noqa: F401
+from tapead.transforms import (grad, value_and_grad, jvp, vjp, jacfwd, jacrev,  # noqa: F401
+                               hessian, hvp, record, Recording, stop_gradient)
+
+__version__ = "0.1.0"
+

@@ -1,0 +1,89 @@
+# Forward traces and ``bind``, the generic path of every primitive
+# (included by _core.pyx).
+
+
+cdef class ForwardTrace(Trace):
+    """A forward-mode transform: boxes are dual numbers ``Dual``."""
+
+    def input(self, primal, tangent):
+        """A ``Dual`` seeded with ``tangent``."""
+        if is_fast_number(primal) and is_fast_number(tangent):
+            return new_dual(self, <double>float(primal), <double>float(tangent), None, None)
+        return new_dual(self, 0.0, 0.0, primal, tangent)
+
+    def process(self, prim, tuple args, tuple vals, ans, dict params):
+        """Push the tangents of ``args`` through ``prim`` (JVP rule)."""
+        t = None
+        for k in range(len(args)):
+            x = args[k]
+            if type(x) is Dual and (<Dual>x).trace is self:
+                c = prim.jvp(k, (<Dual>x).tangent, ans, vals, params)
+                if c is not None:
+                    t = c if t is None else t + c
+        return make_dual(self, ans, t)
+
+
+cpdef object make_dual(ForwardTrace trace, object primal, object tangent):
+    """Box ``primal`` with ``tangent`` (zero tangent: no box)."""
+    if tangent is None:
+        return primal
+    if isinstance(primal, np.ndarray) and primal.ndim == 0 and primal.dtype == np.float64:
+        primal = float(primal)
+    if isinstance(primal, float) and _is_scalar_float(tangent):
+        return new_dual(trace, <double>primal, <double>float(tangent), None, None)
+    return new_dual(trace, 0.0, 0.0, primal, tangent)
+
+
+cdef inline object unbox_at(object x, Trace trace):
+    if type(x) is Tracer:
+        if (<Tracer>x).tape is trace:
+            return (<Tracer>x).dval if (<Tracer>x).oval is None else (<Tracer>x).oval
+    elif type(x) is Dual:
+        if (<Dual>x).trace is trace:
+            return (<Dual>x).dp if (<Dual>x).op is None else (<Dual>x).op
+    return x
+
+
+cdef inline Trace trace_of(object x):
+    if type(x) is Tracer:
+        return (<Tracer>x).tape
+    if type(x) is Dual:
+        return (<Dual>x).trace
+    return None
+
+
+cpdef object top_trace(tuple args):
+    """The innermost (highest-level) trace among ``args``, or None."""
+    cdef Trace top = None, t
+    for x in args:
+        t = trace_of(x)
+        if t is not None and (top is None or t.level > top.level):
+            top = t
+    return top
+
+
+def bind(prim, *args, **params):
+    """Apply primitive ``prim`` to ``args``, recording or pushing tangents.
+
+    The innermost transform among the arguments processes the call; its
+    own boxes are unboxed and every other argument is a constant to it.
+    The value is computed by ``bind`` again on the unboxed arguments, so
+    outer transforms see the operation too.
+    """
+    cdef Trace top = None, t
+    for x in args:
+        t = trace_of(x)
+        if t is not None:
+            if not t.active:
+                raise LeakedTracerError(
+                    f"{prim} got a traced value from a transform that has "
+                    "already finished (a tracer leaked out of the function "
+                    "being differentiated, e.g. through a global or a closure). "
+                    "Return values from the function instead of storing them.")
+            if top is None or t.level > top.level:
+                top = t
+    if top is None:
+        return prim.impl(*args, **params)
+    vals = tuple([unbox_at(x, top) for x in args])
+    ans = bind(prim, *vals, **params)
+    return top.process(prim, args, vals, ans, params)

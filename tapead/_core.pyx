@@ -1,0 +1,401 @@
+# cython: language_level=3
+"""tapead._core -- the Wengert tape, the tracer types and the sweeps.
+
+Layer 0 of tapead: it knows opcodes, nodes and traces, not user APIs.
+
+* ``Tape`` is a flat, append-only list of nodes stored as a struct of C
+  arrays (see ``docs/architecture.md`` for the byte layout).  Scalar nodes
+  keep their value and local partials unboxed; everything else ("object
+  nodes": arrays, nested values, Python-ruled primitives) keeps a
+  ``Record`` in a Python list.
+* ``Tracer`` (reverse mode) and ``Dual`` (forward mode) are the boxes user
+  code computes with.  Scalar arithmetic on them runs in C through the one
+  kernel ``scalar_eval``; everything else goes through ``bind``, which finds
+  the innermost transform among the arguments (by level), lets the lower
+  levels compute the value, and asks that transform to record or to push a
+  tangent.
+* ``Tape.backward`` is the reverse sweep: one loop over node ids, downwards,
+  each node once, adjoints accumulated with ``+=``.  Tapes made only of
+  scalar nodes are swept without the GIL.
+* ``Tape.forward_sweep`` carries K tangent directions through a recorded
+  tape at once; ``Tape.replay`` re-evaluates a tape at new inputs, checking
+  the recorded guards.
+"""
+cimport cython
+from libc.stdlib cimport malloc, calloc, realloc, free
+from libc.string cimport memcpy
+from libc.stdint cimport int32_t
+
+import numpy as np
+
+from tapead.errors import (GuardFlippedError, LeakedTracerError,
+                           MissingRuleError, TapeReplayError)
+
+include "_scalar_ops.pxi"
+
+# --------------------------------------------------------------------------
+# transform levels
+# --------------------------------------------------------------------------
+
+cdef int _next_level = 0
+
+
+cdef class Trace:
+    """A running transform (a tape or a forward trace) with its level.
+
+    Levels increase with every transform started, so an inner (nested)
+    transform always has a higher level than the ones around it.  A box
+    whose trace is not the innermost one among an operation's arguments is
+    a constant for that operation: this is what prevents perturbation
+    confusion.
+    """
+    cdef readonly int level
+    cdef public bint active
+
+    def __cinit__(self, *args, **kwargs):
+        global _next_level
+        _next_level += 1
+        self.level = _next_level
+        self.active = True
+
+
+# --------------------------------------------------------------------------
+# records of object nodes
+# --------------------------------------------------------------------------
+
+@cython.final
+cdef class Record:
+    """What an object node keeps.
+
+    Attributes
+    ----------
+    prim : Primitive or None
+        The primitive applied (None for an input leaf).
+    parents : tuple of int
+        Node id of each positional argument, -1 where it was a constant.
+    consts : tuple
+        The constant arguments (None where a parent node stands), for replay.
+    params : dict
+        Keyword parameters of the primitive.
+    saved : tuple
+        Argument values the VJP needs (None where not needed).
+    ans : object
+        The node's value.
+    """
+    cdef public object prim
+    cdef public tuple parents
+    cdef public tuple consts
+    cdef public dict params
+    cdef public tuple saved
+    cdef public object ans
+    cdef public object info
+
+
+# --------------------------------------------------------------------------
+# boxes
+# --------------------------------------------------------------------------
+
+cdef object _generic_binary = None    # set by tapead._prims: (opcode, x, y) -> box
+cdef object _generic_unary = None     # (opcode, x) -> box
+cdef object _box_methods = None       # name -> function(box, *args, **kw)
+
+
+def install_generic(binary, unary, methods):
+    """Install the Python-level fallbacks (called once by ``tapead._prims``)."""
+    global _generic_binary, _generic_unary, _box_methods
+    _generic_binary = binary
+    _generic_unary = unary
+    _box_methods = methods
+
+
+cdef class Box:
+    """Base of ``Tracer`` and ``Dual``: the overloaded operators."""
+    __array_priority__ = 1000.0
+
+    def __add__(self, other): return binary(OP_ADD, self, other)
+    def __radd__(self, other): return binary(OP_ADD, other, self)
+    def __sub__(self, other): return binary(OP_SUB, self, other)
+    def __rsub__(self, other): return binary(OP_SUB, other, self)
+    def __mul__(self, other): return binary(OP_MUL, self, other)
+    def __rmul__(self, other): return binary(OP_MUL, other, self)
+    def __truediv__(self, other): return binary(OP_DIV, self, other)
+    def __rtruediv__(self, other): return binary(OP_DIV, other, self)
+    def __pow__(self, other, mod):
+        if mod is not None:
+            raise TypeError("pow() with a modulus is not differentiable")
+        return binary(OP_POW, self, other)
+    def __rpow__(self, other, mod):
+        return binary(OP_POW, other, self)
+    def __neg__(self): return unary(OP_NEG, self)
+    def __pos__(self): return unary(OP_POS, self)
+    def __abs__(self): return unary(OP_ABS, self)
+    def __matmul__(self, other): return _box_methods["matmul"](self, other)
+    def __rmatmul__(self, other): return _box_methods["matmul"](other, self)
+
+    # comparisons give plain bools (recorded as guards on tapes)
+    def __lt__(self, other): return compare(self, other, 0)
+    def __le__(self, other): return compare(self, other, 1)
+    def __gt__(self, other): return compare(self, other, 2)
+    def __ge__(self, other): return compare(self, other, 3)
+    def __eq__(self, other): return compare(self, other, 4)
+    def __ne__(self, other): return compare(self, other, 5)
+    __hash__ = object.__hash__
+
+    def __bool__(self): return bool(compare(self, 0.0, 5))
+    def __float__(self): return float(escape(self))
+    def __int__(self): return int(escape(self))
+    def __index__(self):
+        raise TypeError("a traced value cannot be used as an index: its "
+                        "derivative would be lost; use an integer array")
+
+    # the numpy protocols and array methods live in the Python layer
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return _box_methods["__array_ufunc__"](ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _box_methods["__array_function__"](func, types, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(
+            "a tapead tracer cannot be turned into a numpy array: that would "
+            "drop its derivative. Use tapead.numpy functions (or plain numpy "
+            "functions, which dispatch to tapead), or ta.stop_gradient(x) "
+            "if you really want the value")
+
+    def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
+    def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
+    def __len__(self):
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d traced value")
+        return shape[0]
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+    def __getattr__(self, name):
+        return _box_methods["getattr"](self, name)
+
+    @property
+    def shape(self): return np.shape(self.primal)
+    @property
+    def ndim(self): return len(self.shape)
+    @property
+    def size(self): return int(np.prod(self.shape))
+    @property
+    def dtype(self):
+        v = self.primal
+        if isinstance(v, Box):
+            return v.dtype
+        return np.result_type(v)
+
+
+@cython.final
+cdef class Tracer(Box):
+    """A value being recorded on a ``Tape`` (reverse mode).
+
+    ``idx`` is the node id.  A scalar float value is kept unboxed
+    (``oval is None``); anything else (an array, a nested box) is ``oval``.
+    """
+    cdef readonly Tape tape
+    cdef readonly Py_ssize_t idx
+    cdef double dval
+    cdef object oval
+
+    @property
+    def primal(self):
+        return self.dval if self.oval is None else self.oval
+
+    @property
+    def level(self): return self.tape.level
+
+    def __repr__(self):
+        return f"Tracer(node={self.idx}, level={self.tape.level}, value={self.primal!r})"
+
+
+@cython.final
+cdef class Dual(Box):
+    """A dual number p + t·ε of a ``ForwardTrace`` (forward mode).
+
+    Scalar float primal and tangent are unboxed (``op is None``); otherwise
+    ``op``/``ot`` hold arrays or nested boxes.
+    """
+    cdef readonly ForwardTrace trace
+    cdef double dp, dt
+    cdef object op, ot
+
+    @property
+    def primal(self): return self.dp if self.op is None else self.op
+    @property
+    def tangent(self): return self.dt if self.op is None else self.ot
+    @property
+    def level(self): return self.trace.level
+
+    def __repr__(self):
+        return f"Dual({self.primal!r}, {self.tangent!r}, level={self.trace.level})"
+
+
+cdef inline Tracer new_tracer(Tape tape, Py_ssize_t idx, double dval, object oval):
+    cdef Tracer t = Tracer.__new__(Tracer)
+    t.tape = tape
+    t.idx = idx
+    t.dval = dval
+    t.oval = oval
+    return t
+
+
+cdef inline Dual new_dual(ForwardTrace trace, double dp, double dt, object op, object ot):
+    cdef Dual d = Dual.__new__(Dual)
+    d.trace = trace
+    d.dp = dp
+    d.dt = dt
+    d.op = op
+    d.ot = ot
+    return d
+
+
+cdef inline bint is_fast_number(object x):
+    # Python floats (and numpy float64, a float subclass) and ints, not bools
+    return isinstance(x, float) or (type(x) is int)
+
+
+cpdef object binary(int op, object x, object y):
+    """Apply binary opcode ``op``; C fast paths for unboxed scalars."""
+    cdef Tracer tx, ty
+    cdef Dual dx, dy
+    cdef double v, d0, d1
+    if type(x) is Tracer:
+        tx = <Tracer>x
+        if tx.oval is None and tx.tape.active:
+            if type(y) is Tracer:
+                ty = <Tracer>y
+                if ty.tape is tx.tape and ty.oval is None:
+                    scalar_eval(op, tx.dval, ty.dval, &v, &d0, &d1)
+                    return tx.tape.push_scalar(op, tx.idx, ty.idx, v, d0, d1)
+            elif is_fast_number(y) and op < OP_MAXIMUM:
+                if op == OP_ADD: op = OP_ADDC
+                elif op == OP_MUL: op = OP_MULC
+                elif op == OP_SUB: op = OP_SUBC
+                elif op == OP_DIV: op = OP_DIVC
+                else: op = OP_POWC
+                scalar_eval(op, tx.dval, <double>y, &v, &d0, &d1)
+                return tx.tape.push_scalar(op, tx.idx, -1, v, d0, d1)
+    elif type(y) is Tracer:
+        ty = <Tracer>y
+        if ty.oval is None and ty.tape.active and is_fast_number(x) and op < OP_MAXIMUM:
+            if op == OP_ADD: op = OP_ADDC
+            elif op == OP_MUL: op = OP_MULC
+            elif op == OP_SUB: op = OP_RSUBC
+            elif op == OP_DIV: op = OP_RDIVC
+            else: op = OP_RPOWC
+            scalar_eval(op, ty.dval, <double>x, &v, &d0, &d1)
+            return ty.tape.push_scalar(op, ty.idx, -1, v, d0, d1)
+    elif type(x) is Dual:
+        dx = <Dual>x
+        if dx.op is None and dx.trace.active:
+            if type(y) is Dual:
+                dy = <Dual>y
+                if dy.trace is dx.trace and dy.op is None:
+                    scalar_eval(op, dx.dp, dy.dp, &v, &d0, &d1)
+                    return new_dual(dx.trace, v, d0 * dx.dt + d1 * dy.dt, None, None)
+            elif is_fast_number(y):
+                scalar_eval(op, dx.dp, <double>y, &v, &d0, &d1)
+                return new_dual(dx.trace, v, d0 * dx.dt, None, None)
+    elif type(y) is Dual:
+        dy = <Dual>y
+        if dy.op is None and dy.trace.active and is_fast_number(x):
+            scalar_eval(op, <double>x, dy.dp, &v, &d0, &d1)
+            return new_dual(dy.trace, v, d1 * dy.dt, None, None)
+    return _generic_binary(op, x, y)
+
+
+cpdef object unary(int op, object x):
+    """Apply unary opcode ``op``; C fast paths for unboxed scalars."""
+    cdef Tracer tx
+    cdef Dual dx
+    cdef double v, d0, d1
+    if type(x) is Tracer:
+        tx = <Tracer>x
+        if tx.oval is None and tx.tape.active:
+            scalar_eval(op, tx.dval, 0.0, &v, &d0, &d1)
+            return tx.tape.push_scalar(op, tx.idx, -1, v, d0, 0.0)
+    elif type(x) is Dual:
+        dx = <Dual>x
+        if dx.op is None and dx.trace.active:
+            scalar_eval(op, dx.dp, 0.0, &v, &d0, &d1)
+            return new_dual(dx.trace, v, d0 * dx.dt, None, None)
+    return _generic_unary(op, x)
+
+
+def scalar_rule(int op, double x, double y=0.0):
+    """(value, d0, d1) of scalar opcode ``op`` at (x, y), from the C kernel."""
+    cdef double v, d0, d1
+    if scalar_eval(op, x, y, &v, &d0, &d1) != 0:
+        raise ValueError(f"unknown scalar opcode {op}")
+    return v, d0, d1
+
+
+OPCODES = {
+    "add": OP_ADD, "sub": OP_SUB, "mul": OP_MUL, "div": OP_DIV, "pow": OP_POW,
+    "maximum": OP_MAXIMUM, "minimum": OP_MINIMUM, "arctan2": OP_ATAN2,
+    "hypot": OP_HYPOT,
+    "neg": OP_NEG, "pos": OP_POS, "abs": OP_ABS, "sign": OP_SIGN, "relu": OP_RELU,
+    "sin": OP_SIN, "cos": OP_COS, "tan": OP_TAN, "exp": OP_EXP, "log": OP_LOG,
+    "log1p": OP_LOG1P, "expm1": OP_EXPM1, "sqrt": OP_SQRT, "tanh": OP_TANH,
+    "arctan": OP_ARCTAN, "arcsin": OP_ARCSIN, "arccos": OP_ARCCOS,
+    "sinh": OP_SINH, "cosh": OP_COSH, "sigmoid": OP_SIGMOID,
+    "square": OP_SQUARE, "reciprocal": OP_RECIPROCAL, "exp2": OP_EXP2,
+    "log2": OP_LOG2, "log10": OP_LOG10, "arcsinh": OP_ARCSINH,
+    "arccosh": OP_ARCCOSH, "arctanh": OP_ARCTANH, "cbrt": OP_CBRT,
+}
+CONST_OPCODES = {"addc": OP_ADDC, "subc": OP_SUBC, "rsubc": OP_RSUBC,
+                 "mulc": OP_MULC, "divc": OP_DIVC, "rdivc": OP_RDIVC,
+                 "powc": OP_POWC, "rpowc": OP_RPOWC}
+BINARY_OPCODES = frozenset(range(FIRST_BINARY, FIRST_CONST))
+
+
+# comparisons -------------------------------------------------------------
+
+_CMP = (np.less, np.less_equal, np.greater, np.greater_equal, np.equal,
+        np.not_equal)
+
+
+cpdef object primal_of(object x):
+    """The value a box carries (itself for a non-box)."""
+    if type(x) is Tracer:
+        return (<Tracer>x).dval if (<Tracer>x).oval is None else (<Tracer>x).oval
+    if type(x) is Dual:
+        return (<Dual>x).dp if (<Dual>x).op is None else (<Dual>x).op
+    return x
+
+
+cpdef object concrete(object x):
+    """Strip every level of boxing: the plain number or array inside."""
+    while isinstance(x, Box):
+        x = primal_of(x)
+    return x
+
+
+cdef object compare(object x, object y, int code):
+    cdef object xv = concrete(x), yv = concrete(y)
+    cdef object out = _CMP[code](xv, yv)
+    if isinstance(out, np.ndarray) and out.ndim > 0:
+        result = out
+    else:
+        result = bool(out)
+    cdef Tape last = None
+    for b in (x, y):
+        if type(b) is Tracer and (<Tracer>b).tape.active and (<Tracer>b).tape is not last:
+            last = (<Tracer>b).tape
+            last.guard(code, x, y, result)
+    return result
+
+
+cdef object escape(object x):
+    # a value leaving the traced world: guard it so replay can notice
+    v = concrete(x)
+    if type(x) is Tracer and (<Tracer>x).tape.active:
+        (<Tracer>x).tape.guard(4, x, v, True)
+    return v
+
+
+include "_tape.pxi"
+include "_bind.pxi"

@@ -1,0 +1,111 @@
+"""Primitives and their rules (layer 1), and the numpy protocol tables.
+
+Importing this package registers the Python fallbacks with ``_core``: the
+generic path of the scalar opcodes, the array methods of tracers and the
+``__array_ufunc__`` / ``__array_function__`` dispatch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tapead import _core
+from tapead._core import Box, bind, concrete
+from tapead._prims import elementwise as ew
+from tapead._prims import linalg, reductions, shape
+from tapead._prims.base import Primitive, ShapeOnly
+from tapead.errors import NonDifferentiableError
+
+__all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
+
+
+def _generic_binary(op, x, y):
+    return bind(ew.BINARY[op], x, y)
+
+
+def _generic_unary(op, x):
+    return bind(ew.UNARY[op], x)
+
+
+UFUNCS = dict(ew.UFUNCS)
+UFUNCS[np.matmul] = linalg.matmul
+
+# numpy function -> tapead implementation (NEP 18 dispatch)
+FUNCTIONS = {
+    np.sum: reductions.sum, np.mean: reductions.mean,
+    np.reshape: shape.reshape, np.transpose: shape.transpose,
+    np.swapaxes: shape.swapaxes, np.broadcast_to: shape.broadcast_to,
+    np.concatenate: shape.concatenate, np.stack: shape.stack,
+    np.matmul: linalg.matmul, np.dot: linalg.dot, np.outer: linalg.outer,
+    np.where: ew.where, np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim,
+    np.size: lambda x: x.size,
+}
+
+
+def _no_rule(what):
+    return NonDifferentiableError(
+        f"tapead has no derivative rule for {what} on traced values, so it would "
+        "silently drop the derivative. Write the computation with functions tapead "
+        "supports (tapead.numpy lists them), or give it a rule with ta.custom_vjp / "
+        "ta.custom_jvp.")
+
+
+def _array_ufunc(ufunc, method, inputs, kwargs):
+    if method == "__call__":
+        func = UFUNCS.get(ufunc)
+        out = kwargs.pop("out", None)
+        if func is not None and not kwargs and out is None:
+            return func(*inputs)
+        if func is not None and out is not None:
+            raise TypeError(f"np.{ufunc.__name__}(..., out=...) cannot write a traced "
+                            "value into an array; assign the result instead")
+    elif method == "reduce" and ufunc is np.add:
+        axis = kwargs.get("axis", 0)
+        return reductions.sum(inputs[0], axis=axis, keepdims=kwargs.get("keepdims", False))
+    if ufunc in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal,
+                 np.not_equal, np.isfinite, np.isnan, np.isinf, np.signbit):
+        return ufunc(*[concrete(x) for x in inputs], **kwargs)
+    raise _no_rule(f"np.{ufunc.__name__} (method {method!r})")
+
+
+def _array_function(func, types, args, kwargs):
+    impl = FUNCTIONS.get(func)
+    if impl is None:
+        raise _no_rule(f"np.{func.__name__}")
+    return impl(*args, **kwargs)
+
+
+def _setitem(x, idx, value):
+    raise TypeError("index assignment on a traced array is not supported yet; "
+                    "build the array with ta.numpy.where or concatenate instead")
+
+
+_ATTRS = {
+    "T": lambda x: shape.transpose(x),
+    "reshape": lambda x: (lambda *s, **kw: shape.reshape(
+        x, s[0] if len(s) == 1 else s, **kw)),
+    "transpose": lambda x: (lambda *axes: shape.transpose(
+        x, None if not axes else (axes[0] if len(axes) == 1 else axes))),
+    "sum": lambda x: (lambda axis=None, keepdims=False: reductions.sum(x, axis, keepdims)),
+    "mean": lambda x: (lambda axis=None, keepdims=False: reductions.mean(x, axis, keepdims)),
+    "dot": lambda x: (lambda y: linalg.dot(x, y)),
+    "ravel": lambda x: (lambda: shape.reshape(x, (-1,))),
+    "flatten": lambda x: (lambda: shape.reshape(x, (-1,))),
+    "value": lambda x: _core.primal_of(x),
+}
+
+
+def _getattr(x, name):
+    f = _ATTRS.get(name)
+    if f is None:
+        raise AttributeError(f"traced value has no attribute {name!r}")
+    return f(x)
+
+
+_core.install_generic(_generic_binary, _generic_unary, {
+    "matmul": linalg.matmul,
+    "getitem": shape.getitem,
+    "setitem": _setitem,
+    "getattr": _getattr,
+    "__array_ufunc__": _array_ufunc,
+    "__array_function__": _array_function,
+})

@@ -1,0 +1,158 @@
+"""The ``Primitive`` object: one home for a primitive's rules.
+
+A primitive bundles its primal implementation (a numpy function), one VJP
+rule and one JVP rule per differentiable argument, and an optional batched
+JVP.  Rules are written with ``tapead.numpy`` operations, so they are
+themselves differentiable (that is how second derivatives work).
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from tapead import _core
+from tapead.errors import MissingRuleError
+
+
+class ShapeOnly:
+    """Stands in for an argument whose value no rule needs (shape, dtype kept)."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, x):
+        self.shape = np.shape(x)
+        self.dtype = x.dtype if hasattr(x, "dtype") else np.result_type(x)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"ShapeOnly({self.shape}, {self.dtype})"
+
+
+class Primitive:
+    """A differentiable operation.
+
+    Parameters
+    ----------
+    name : str
+        The name used in error messages and listings.
+    impl : callable
+        ``impl(*args, **params)`` on plain values (numpy arrays, floats).
+    saves : sequence of int or None
+        Argument positions whose values the VJP rules read.  ``None`` keeps
+        all of them; the others are replaced by a ``ShapeOnly`` so the tape
+        does not hold memory it does not need.  The output is always kept.
+    opcode : int
+        Scalar opcode of the C kernel (``-1`` for none).
+    linear : bool
+        True when the primitive is linear in its (single) differentiable
+        argument: its JVP is the primitive applied to the tangent.
+    """
+
+    def __init__(self, name: str, impl: Callable, *, saves: Optional[Sequence[int]] = None,
+                 opcode: int = -1, linear: bool = False, elementwise: bool = False):
+        self.name = name
+        self.impl = impl
+        self.saves = None if saves is None else frozenset(saves)
+        self.opcode = opcode
+        self.linear = linear
+        self.elementwise = elementwise
+        self.static_args: frozenset = frozenset()
+        self.vjps: list = []
+        self.jvps: list = []
+        self.vjp_any: Optional[Callable] = None
+        self.jvp_any: Optional[Callable] = None
+        self.jvp_batched: Optional[Callable] = None
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+    def __call__(self, *args, **params):
+        return _core.bind(self, *args, **params)
+
+    # -- registration ----------------------------------------------------
+    def defvjp(self, *rules: Optional[Callable]) -> "Primitive":
+        """One rule per argument: ``rule(g, ans, *args, **params) -> cotangent``."""
+        self.vjps = list(rules)
+        return self
+
+    def defjvp(self, *rules: Optional[Callable]) -> "Primitive":
+        """One rule per argument: ``rule(t, ans, *args, **params) -> tangent``."""
+        self.jvps = list(rules)
+        return self
+
+    def defvjp_any(self, rule: Callable) -> "Primitive":
+        """A rule for every argument: ``rule(k, g, ans, *args, **params)``."""
+        self.vjp_any = rule
+        return self
+
+    def defjvp_any(self, rule: Callable) -> "Primitive":
+        """A rule for every argument: ``rule(k, t, ans, *args, **params)``."""
+        self.jvp_any = rule
+        return self
+
+    # -- what the core calls --------------------------------------------
+    def save(self, vals: tuple, ans) -> tuple:
+        if self.saves is None:
+            return vals
+        return tuple(v if i in self.saves else ShapeOnly(v) for i, v in enumerate(vals))
+
+    def vjp(self, k: int, g, ans, saved: tuple, params: dict):
+        if k < len(self.vjps) and self.vjps[k] is not None:
+            return self.vjps[k](g, ans, *saved, **params)
+        if self.vjp_any is not None:
+            return self.vjp_any(k, g, ans, *saved, **params)
+        raise MissingRuleError(
+            f"primitive '{self.name}' has no VJP (reverse-mode) rule for argument {k}; "
+            "register one with defvjp, or wrap the function in ta.custom_vjp")
+
+    def jvp(self, k: int, t, ans, vals: tuple, params: dict):
+        if self.linear:
+            args = list(vals)
+            for j in range(len(args)):
+                if j != k and j not in self.static_args:
+                    args[j] = np.zeros(np.shape(args[j]), dtype=np.result_type(args[j]))
+            args[k] = t
+            out = self.impl(*args, **params) if not any(
+                isinstance(a, _core.Box) for a in args) else _core.bind(self, *args, **params)
+            return out
+        if k < len(self.jvps) and self.jvps[k] is not None:
+            out = self.jvps[k](t, ans, *vals, **params)
+        elif self.jvp_any is not None:
+            out = self.jvp_any(k, t, ans, *vals, **params)
+        else:
+            raise MissingRuleError(
+                f"primitive '{self.name}' has no JVP (forward-mode) rule for argument {k}; "
+                "register one with defjvp, or wrap the function in ta.custom_jvp")
+        if self.elementwise and np.shape(out) != np.shape(ans):
+            from tapead._prims.shape import broadcast_to
+            out = broadcast_to(out, np.shape(ans))
+        return out
+
+    def jvp_many(self, tans: list, ans, vals: tuple, params: dict, K: int):
+        """Tangents with a leading axis of K directions (None = zero)."""
+        shape = (K,) + np.shape(ans)
+        if self.elementwise:
+            total = None
+            for k, t in enumerate(tans):
+                if t is None:
+                    continue
+                x_nd = np.ndim(vals[k])
+                t = np.reshape(t, (K,) + (1,) * (len(shape) - 1 - x_nd) + np.shape(vals[k]))
+                if self.jvps and k < len(self.jvps) and self.jvps[k] is not None:
+                    c = self.jvps[k](t, ans, *vals, **params)
+                else:
+                    c = self.jvp_any(k, t, ans, *vals, **params)
+                total = c if total is None else total + c
+            return None if total is None else np.broadcast_to(total, shape)
+        if self.jvp_batched is not None:
+            return self.jvp_batched(tans, ans, vals, params, K)
+        out = np.zeros(shape, dtype=np.result_type(ans))
+        for d in range(K):
+            for k, t in enumerate(tans):
+                if t is not None:
+                    out[d] += self.jvp(k, t[d], ans, vals, params)
+        return out

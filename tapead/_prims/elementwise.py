@@ -1,0 +1,211 @@
+"""Elementwise primitives: one line of derivative per function.
+
+Scalar (0-d float64) values take the C kernel in ``_core`` (same partials,
+checked against these rules in the tests); arrays and nested values take
+the rules below.  ``d(x, ans)`` is the local derivative, written with
+tapead operations so it can be differentiated again.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.special as sps
+
+from tapead import _core
+from tapead._core import Box, binary, unary, concrete
+from tapead._prims.base import Primitive
+
+OP = _core.OPCODES
+
+UNARY: dict = {}       # opcode -> Primitive
+BINARY: dict = {}      # opcode -> Primitive
+BY_NAME: dict = {}     # name -> user-facing function
+UFUNCS: dict = {}      # numpy ufunc -> user-facing function
+
+
+def unbroadcast(x, g):
+    """Sum ``g`` down to the shape of ``x`` (undo numpy broadcasting)."""
+    shape = np.shape(x)
+    gshape = np.shape(g)
+    if gshape == shape:
+        return g
+    from tapead._prims.reductions import sum as _sum
+    from tapead._prims.shape import reshape
+    lead = len(gshape) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and gshape[lead + i] != 1)
+    if axes:
+        g = _sum(g, axis=axes)
+    if np.shape(g) != shape:
+        g = reshape(g, shape)
+    return g
+
+
+# ---------------------------------------------------------------------------
+# unary: name, numpy function, saves (None = x, () = only the output), d(x, ans)
+# ---------------------------------------------------------------------------
+
+def _unary(name, npfunc, d, saves=None, ufunc=None):
+    opcode = OP.get(name, -1)
+    prim = Primitive(name, npfunc, saves=saves, opcode=opcode, elementwise=True)
+    prim.defvjp(lambda g, ans, x: g * d(x, ans))
+    prim.defjvp(lambda t, ans, x: t * d(x, ans))
+    if opcode >= 0:
+        UNARY[opcode] = prim
+
+        def func(x):
+            if isinstance(x, Box):
+                return unary(opcode, x)
+            return npfunc(x)
+    else:
+        def func(x):
+            if isinstance(x, Box):
+                return _core.bind(prim, x)
+            return npfunc(x)
+    func.__name__ = name
+    func.__qualname__ = name
+    func.__doc__ = f"Elementwise ``{name}``, differentiable (mirrors numpy)."
+    func.prim = prim
+    BY_NAME[name] = func
+    if ufunc is not None:
+        UFUNCS[ufunc] = func
+    return func
+
+
+def _sigmoid_np(x):
+    return sps.expit(x)
+
+
+def _mask(cond):
+    """A constant 0/1 float mask from a condition on concrete values."""
+    return np.asarray(cond, dtype=np.float64)
+
+
+LN2 = float(np.log(2.0))
+LN10 = float(np.log(10.0))
+
+negative = _unary("neg", np.negative, lambda x, a: -1.0, saves=(), ufunc=np.negative)
+positive = _unary("pos", np.positive, lambda x, a: 1.0, saves=(), ufunc=np.positive)
+absolute = _unary("abs", np.abs, lambda x, a: np.sign(concrete(x)), ufunc=np.absolute)
+sign = _unary("sign", np.sign, lambda x, a: 0.0 * a, saves=(), ufunc=np.sign)
+relu = _unary("relu", lambda x: np.maximum(x, 0), lambda x, a: _mask(concrete(x) > 0))
+sin = _unary("sin", np.sin, lambda x, a: cos(x), ufunc=np.sin)
+cos = _unary("cos", np.cos, lambda x, a: -sin(x), ufunc=np.cos)
+tan = _unary("tan", np.tan, lambda x, a: 1.0 + a * a, saves=(), ufunc=np.tan)
+exp = _unary("exp", np.exp, lambda x, a: a, saves=(), ufunc=np.exp)
+log = _unary("log", np.log, lambda x, a: 1.0 / x, ufunc=np.log)
+log1p = _unary("log1p", np.log1p, lambda x, a: 1.0 / (1.0 + x), ufunc=np.log1p)
+expm1 = _unary("expm1", np.expm1, lambda x, a: a + 1.0, saves=(), ufunc=np.expm1)
+sqrt = _unary("sqrt", np.sqrt, lambda x, a: 0.5 / a, saves=(), ufunc=np.sqrt)
+tanh = _unary("tanh", np.tanh, lambda x, a: 1.0 - a * a, saves=(), ufunc=np.tanh)
+arctan = _unary("arctan", np.arctan, lambda x, a: 1.0 / (1.0 + x * x), ufunc=np.arctan)
+arcsin = _unary("arcsin", np.arcsin, lambda x, a: 1.0 / sqrt(1.0 - x * x), ufunc=np.arcsin)
+arccos = _unary("arccos", np.arccos, lambda x, a: -1.0 / sqrt(1.0 - x * x), ufunc=np.arccos)
+sinh = _unary("sinh", np.sinh, lambda x, a: cosh(x), ufunc=np.sinh)
+cosh = _unary("cosh", np.cosh, lambda x, a: sinh(x), ufunc=np.cosh)
+sigmoid = _unary("sigmoid", _sigmoid_np, lambda x, a: a * (1.0 - a), saves=())
+square = _unary("square", np.square, lambda x, a: 2.0 * x, ufunc=np.square)
+reciprocal = _unary("reciprocal", np.reciprocal, lambda x, a: -(a * a), saves=(),
+                    ufunc=np.reciprocal)
+exp2 = _unary("exp2", np.exp2, lambda x, a: a * LN2, saves=(), ufunc=np.exp2)
+log2 = _unary("log2", np.log2, lambda x, a: 1.0 / (x * LN2), ufunc=np.log2)
+log10 = _unary("log10", np.log10, lambda x, a: 1.0 / (x * LN10), ufunc=np.log10)
+arcsinh = _unary("arcsinh", np.arcsinh, lambda x, a: 1.0 / sqrt(x * x + 1.0), ufunc=np.arcsinh)
+arccosh = _unary("arccosh", np.arccosh, lambda x, a: 1.0 / sqrt(x * x - 1.0), ufunc=np.arccosh)
+arctanh = _unary("arctanh", np.arctanh, lambda x, a: 1.0 / (1.0 - x * x), ufunc=np.arctanh)
+cbrt = _unary("cbrt", np.cbrt, lambda x, a: 1.0 / (3.0 * a * a), saves=(), ufunc=np.cbrt)
+UFUNCS[sps.expit] = sigmoid
+
+
+# ---------------------------------------------------------------------------
+# binary: name, numpy function, (d/dx, d/dy) as functions of (x, y, ans)
+# ---------------------------------------------------------------------------
+
+def _binary(name, npfunc, dx, dy, saves=None, ufunc=None):
+    opcode = OP[name]
+    prim = Primitive(name, npfunc, saves=saves, opcode=opcode, elementwise=True)
+    prim.defvjp(lambda g, ans, x, y: unbroadcast(x, g * dx(x, y, ans)),
+                lambda g, ans, x, y: unbroadcast(y, g * dy(x, y, ans)))
+    prim.defjvp(lambda t, ans, x, y: t * dx(x, y, ans),
+                lambda t, ans, x, y: t * dy(x, y, ans))
+    BINARY[opcode] = prim
+
+    def func(x, y):
+        if isinstance(x, Box) or isinstance(y, Box):
+            return binary(opcode, x, y)
+        return npfunc(x, y)
+    func.__name__ = name
+    func.__qualname__ = name
+    func.__doc__ = f"Elementwise ``{name}``, differentiable (mirrors numpy)."
+    func.prim = prim
+    BY_NAME[name] = func
+    if ufunc is not None:
+        UFUNCS[ufunc] = func
+    return func
+
+
+def _pow_dx(x, y, ans):
+    # y * x**(y-1), with 0 where y == 0 (x**0 == 1 has no slope)
+    yc = concrete(y)
+    if np.all(yc != 0):
+        return y * x ** (y - 1.0)
+    return where(yc == 0, 0.0, y * x ** (y - 1.0))
+
+
+def _pow_dy(x, y, ans):
+    # x**y log x, with 0 where x**y == 0
+    zero = concrete(ans) == 0
+    safe_x = where(zero, 1.0, x) if np.any(zero) else x
+    return where(zero, 0.0, ans * log(safe_x)) if np.any(zero) else ans * log(safe_x)
+
+
+def _max_dx(x, y, ans):
+    xc, yc = concrete(x), concrete(y)
+    return _mask(xc > yc) + 0.5 * _mask(xc == yc)
+
+
+def _min_dx(x, y, ans):
+    xc, yc = concrete(x), concrete(y)
+    return _mask(xc < yc) + 0.5 * _mask(xc == yc)
+
+
+add = _binary("add", np.add, lambda x, y, a: 1.0, lambda x, y, a: 1.0, saves=(), ufunc=np.add)
+subtract = _binary("sub", np.subtract, lambda x, y, a: 1.0, lambda x, y, a: -1.0, saves=(),
+                   ufunc=np.subtract)
+multiply = _binary("mul", np.multiply, lambda x, y, a: y, lambda x, y, a: x, ufunc=np.multiply)
+divide = _binary("div", np.true_divide, lambda x, y, a: 1.0 / y, lambda x, y, a: -a / y,
+                 saves=(1,), ufunc=np.true_divide)
+power = _binary("pow", np.power, _pow_dx, _pow_dy, ufunc=np.power)
+maximum = _binary("maximum", np.maximum, _max_dx, lambda x, y, a: 1.0 - _max_dx(x, y, a),
+                  ufunc=np.maximum)
+minimum = _binary("minimum", np.minimum, _min_dx, lambda x, y, a: 1.0 - _min_dx(x, y, a),
+                  ufunc=np.minimum)
+arctan2 = _binary("arctan2", np.arctan2, lambda x, y, a: y / (x * x + y * y),
+                  lambda x, y, a: -x / (x * x + y * y), ufunc=np.arctan2)
+hypot = _binary("hypot", np.hypot, lambda x, y, a: x / a, lambda x, y, a: y / a,
+                ufunc=np.hypot)
+
+
+# ---------------------------------------------------------------------------
+# where(cond, x, y): cond is a constant; x and y are differentiable
+# ---------------------------------------------------------------------------
+
+where_p = Primitive("where", np.where, saves=(0,), elementwise=True)
+where_p.defvjp(None,
+               lambda g, ans, c, x, y: unbroadcast(x, where(c, g, 0.0 * g)),
+               lambda g, ans, c, x, y: unbroadcast(y, where(c, 0.0 * g, g)))
+where_p.defjvp(None,
+               lambda t, ans, c, x, y: where(c, t, 0.0 * t),
+               lambda t, ans, c, x, y: where(c, 0.0 * t, t))
+
+
+def where(cond, x, y):
+    """``np.where(cond, x, y)`` with derivatives through ``x`` and ``y``."""
+    cond = concrete(cond)
+    if isinstance(x, Box) or isinstance(y, Box):
+        if isinstance(cond, Box):
+            cond = concrete(cond)
+        return _core.bind(where_p, cond, x, y)
+    return np.where(cond, x, y)
+
+
+BY_NAME["where"] = where

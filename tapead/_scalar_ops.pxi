@@ -1,0 +1,211 @@
+# Scalar opcodes and their one C kernel (included by _core.pyx).
+#
+# ``scalar_eval`` is the single place where a scalar primitive's value and
+# local partial derivatives are computed.  Recording (reverse mode), tape
+# replay and dual numbers (forward mode) all call it, so the three cannot
+# disagree.  The Python rule table (tapead/_prims) states the same
+# derivatives as numpy expressions for arrays and nested transforms; the
+# test suite checks the two against each other to 1e-15.
+
+from libc.math cimport (sin, cos, tan, exp, log, log1p, expm1, sqrt, tanh,
+                        atan, atan2, asin, acos, sinh, cosh, fabs, pow, exp2, log2,
+                        log10, asinh, acosh, atanh, cbrt, NAN, INFINITY)
+
+cdef enum:
+    # structural nodes (no C rule)
+    OP_INPUT = 0        # scalar leaf: value in val[]
+    OP_OBJ = 1          # Python-ruled node: record index in p0
+    OP_GUARD = 2        # recorded comparison: record index in p0
+    # binary, both operands on the tape: v = x op y
+    OP_ADD = 10
+    OP_SUB = 11
+    OP_MUL = 12
+    OP_DIV = 13
+    OP_POW = 14
+    OP_MAXIMUM = 15
+    OP_MINIMUM = 16
+    OP_ATAN2 = 17
+    OP_HYPOT = 18
+    # one operand on the tape, constant c kept in p1
+    OP_ADDC = 30        # x + c
+    OP_SUBC = 31        # x - c
+    OP_RSUBC = 32       # c - x
+    OP_MULC = 33        # x * c
+    OP_DIVC = 34        # x / c
+    OP_RDIVC = 35       # c / x
+    OP_POWC = 36        # x ** c
+    OP_RPOWC = 37       # c ** x
+    # unary
+    OP_NEG = 50
+    OP_ABS = 51
+    OP_SIN = 52
+    OP_COS = 53
+    OP_TAN = 54
+    OP_EXP = 55
+    OP_LOG = 56
+    OP_LOG1P = 57
+    OP_EXPM1 = 58
+    OP_SQRT = 59
+    OP_TANH = 60
+    OP_ARCTAN = 61
+    OP_ARCSIN = 62
+    OP_ARCCOS = 63
+    OP_SINH = 64
+    OP_COSH = 65
+    OP_SIGMOID = 66
+    OP_SQUARE = 67
+    OP_RECIPROCAL = 68
+    OP_EXP2 = 69
+    OP_LOG2 = 70
+    OP_LOG10 = 71
+    OP_ARCSINH = 72
+    OP_ARCCOSH = 73
+    OP_ARCTANH = 74
+    OP_CBRT = 75
+    OP_SIGN = 76
+    OP_RELU = 77
+    OP_POS = 78
+
+cdef enum:
+    FIRST_BINARY = 10
+    FIRST_CONST = 30
+    FIRST_UNARY = 50
+    LAST_OP = 78
+
+cdef double LN2 = 0.6931471805599453
+cdef double LN10 = 2.302585092994046
+
+
+cdef inline double _pow_base_partial(double x, double c) noexcept nogil:
+    # d/dx x**c, with the conventions 0 for c == 0 and x**0 == 1
+    if c == 0.0:
+        return 0.0
+    return c * pow(x, c - 1.0)
+
+
+cdef inline double _pow_exp_partial(double x, double v) noexcept nogil:
+    # d/dy x**y = x**y log x; 0 where x**y == 0 (JAX's convention at x == 0)
+    if v == 0.0:
+        return 0.0
+    return v * log(x)
+
+
+cdef inline int scalar_eval(int op, double x, double y, double *v,
+                            double *d0, double *d1) noexcept nogil:
+    """Value and partials of scalar opcode ``op`` at (x, y).
+
+    For binary ops d0 = dv/dx and d1 = dv/dy.  For constant ops y is the
+    constant c and only d0 is meaningful; d1 is set to c so that callers
+    can store it back unchanged.  Unary ops ignore y and set d1 = 0.
+    Returns 0, or -1 for an unknown opcode.
+    """
+    cdef double t, r
+    d1[0] = 0.0
+    if op == OP_ADD:
+        v[0] = x + y; d0[0] = 1.0; d1[0] = 1.0
+    elif op == OP_SUB:
+        v[0] = x - y; d0[0] = 1.0; d1[0] = -1.0
+    elif op == OP_MUL:
+        v[0] = x * y; d0[0] = y; d1[0] = x
+    elif op == OP_DIV:
+        v[0] = x / y; d0[0] = 1.0 / y; d1[0] = -v[0] / y
+    elif op == OP_POW:
+        v[0] = pow(x, y); d0[0] = _pow_base_partial(x, y)
+        d1[0] = _pow_exp_partial(x, v[0])
+    elif op == OP_MAXIMUM:
+        # ties split the derivative evenly (JAX's convention; docs/nonsmooth)
+        v[0] = x if x >= y else y
+        d0[0] = 1.0 if x > y else (0.5 if x == y else 0.0)
+        d1[0] = 1.0 - d0[0]
+    elif op == OP_MINIMUM:
+        v[0] = x if x <= y else y
+        d0[0] = 1.0 if x < y else (0.5 if x == y else 0.0)
+        d1[0] = 1.0 - d0[0]
+    elif op == OP_ATAN2:
+        t = x * x + y * y
+        v[0] = atan2(x, y); d0[0] = y / t; d1[0] = -x / t
+    elif op == OP_HYPOT:
+        v[0] = sqrt(x * x + y * y); d0[0] = x / v[0]; d1[0] = y / v[0]
+    elif op == OP_ADDC:
+        v[0] = x + y; d0[0] = 1.0; d1[0] = y
+    elif op == OP_SUBC:
+        v[0] = x - y; d0[0] = 1.0; d1[0] = y
+    elif op == OP_RSUBC:
+        v[0] = y - x; d0[0] = -1.0; d1[0] = y
+    elif op == OP_MULC:
+        v[0] = x * y; d0[0] = y; d1[0] = y
+    elif op == OP_DIVC:
+        v[0] = x / y; d0[0] = 1.0 / y; d1[0] = y
+    elif op == OP_RDIVC:
+        v[0] = y / x; d0[0] = -v[0] / x; d1[0] = y
+    elif op == OP_POWC:
+        v[0] = pow(x, y); d0[0] = _pow_base_partial(x, y); d1[0] = y
+    elif op == OP_RPOWC:
+        v[0] = pow(y, x); d0[0] = _pow_exp_partial(y, v[0]); d1[0] = y
+    elif op == OP_NEG:
+        v[0] = -x; d0[0] = -1.0
+    elif op == OP_POS:
+        v[0] = x; d0[0] = 1.0
+    elif op == OP_ABS:
+        # sign(x): 0 at the kink (docs/nonsmooth.md)
+        v[0] = fabs(x); d0[0] = 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
+    elif op == OP_SIGN:
+        v[0] = 1.0 if x > 0 else (-1.0 if x < 0 else (0.0 if x == 0 else x))
+        d0[0] = 0.0
+    elif op == OP_RELU:
+        v[0] = x if x > 0 else 0.0; d0[0] = 1.0 if x > 0 else 0.0
+    elif op == OP_SIN:
+        v[0] = sin(x); d0[0] = cos(x)
+    elif op == OP_COS:
+        v[0] = cos(x); d0[0] = -sin(x)
+    elif op == OP_TAN:
+        v[0] = tan(x); d0[0] = 1.0 + v[0] * v[0]
+    elif op == OP_EXP:
+        v[0] = exp(x); d0[0] = v[0]
+    elif op == OP_LOG:
+        v[0] = log(x); d0[0] = 1.0 / x
+    elif op == OP_LOG1P:
+        v[0] = log1p(x); d0[0] = 1.0 / (1.0 + x)
+    elif op == OP_EXPM1:
+        v[0] = expm1(x); d0[0] = v[0] + 1.0
+    elif op == OP_SQRT:
+        v[0] = sqrt(x); d0[0] = 0.5 / v[0]
+    elif op == OP_TANH:
+        v[0] = tanh(x); d0[0] = 1.0 - v[0] * v[0]
+    elif op == OP_ARCTAN:
+        v[0] = atan(x); d0[0] = 1.0 / (1.0 + x * x)
+    elif op == OP_ARCSIN:
+        v[0] = asin(x); d0[0] = 1.0 / sqrt(1.0 - x * x)
+    elif op == OP_ARCCOS:
+        v[0] = acos(x); d0[0] = -1.0 / sqrt(1.0 - x * x)
+    elif op == OP_SINH:
+        v[0] = sinh(x); d0[0] = cosh(x)
+    elif op == OP_COSH:
+        v[0] = cosh(x); d0[0] = sinh(x)
+    elif op == OP_SIGMOID:
+        if x >= 0:
+            v[0] = 1.0 / (1.0 + exp(-x))
+        else:
+            t = exp(x); v[0] = t / (1.0 + t)
+        d0[0] = v[0] * (1.0 - v[0])
+    elif op == OP_SQUARE:
+        v[0] = x * x; d0[0] = 2.0 * x
+    elif op == OP_RECIPROCAL:
+        v[0] = 1.0 / x; d0[0] = -v[0] * v[0]
+    elif op == OP_EXP2:
+        v[0] = exp2(x); d0[0] = v[0] * LN2
+    elif op == OP_LOG2:
+        v[0] = log2(x); d0[0] = 1.0 / (x * LN2)
+    elif op == OP_LOG10:
+        v[0] = log10(x); d0[0] = 1.0 / (x * LN10)
+    elif op == OP_ARCSINH:
+        v[0] = asinh(x); d0[0] = 1.0 / sqrt(x * x + 1.0)
+    elif op == OP_ARCCOSH:
+        v[0] = acosh(x); d0[0] = 1.0 / sqrt(x * x - 1.0)
+    elif op == OP_ARCTANH:
+        v[0] = atanh(x); d0[0] = 1.0 / (1.0 - x * x)
+    elif op == OP_CBRT:
+        v[0] = cbrt(x); d0[0] = 1.0 / (3.0 * v[0] * v[0])
+    else:
+        return -1
+    return 0

@@ -1,0 +1,581 @@
+# The Tape: flat node storage, the reverse sweep, the K-direction forward
+# sweep and replay (included by _core.pyx).
+#
+# Node layout (struct of arrays, one slot per node id):
+#     op  int32   opcode (OP_INPUT, OP_OBJ, OP_GUARD or a scalar opcode)
+#     a   int32   first operand node id, -1 for none
+#     b   int32   second operand node id, -1 for none or a constant
+#     val double  the value (scalar nodes; float-valued object nodes)
+#     p0  double  d val / d a            (object/guard nodes: record index)
+#     p1  double  d val / d b            (constant ops: the constant c)
+# 36 bytes a scalar node.  Adjoint buffers keep one scratch slot at index
+# -1 so that the scalar sweep needs no branch on missing operands.
+
+cdef enum:
+    SCALAR_NODE_BYTES = 36
+
+
+cdef void sweep_scalar(const int32_t *op, const int32_t *a, const int32_t *b,
+                       const double *p0, const double *p1, double *adj,
+                       Py_ssize_t top, Py_ssize_t *steps) noexcept nogil:
+    """Reverse sweep of a tape made of scalar nodes only (adj has slot -1)."""
+    cdef Py_ssize_t i, n_steps = 0
+    cdef double g
+    for i in range(top, -1, -1):
+        g = adj[i]
+        if g != 0.0:
+            n_steps += 1
+            adj[a[i]] += g * p0[i]
+            adj[b[i]] += g * p1[i]
+    adj[-1] = 0.0
+    steps[0] = n_steps
+
+
+cdef inline bint _is_scalar_float(object c):
+    return isinstance(c, float) or (
+        isinstance(c, np.ndarray) and (<object>c).ndim == 0 and
+        (<object>c).dtype == np.float64)
+
+
+cdef class Tape(Trace):
+    """A Wengert tape: an append-only list of nodes and their local rules.
+
+    Parameters
+    ----------
+    capacity : int
+        Initial number of node slots (grows by doubling).
+
+    Attributes
+    ----------
+    n_nodes : int
+        Number of recorded nodes.
+    inputs : list of int
+        Node ids of the inputs, in the order they were created.
+    last_sweep_steps : int
+        Number of nodes whose rule ran in the last reverse sweep.
+    """
+    cdef int32_t *op
+    cdef int32_t *a
+    cdef int32_t *b
+    cdef double *val
+    cdef double *p0
+    cdef double *p1
+    cdef Py_ssize_t n, cap
+    cdef list recs
+    cdef readonly list inputs
+    cdef readonly Py_ssize_t last_sweep_steps
+    cdef Py_ssize_t n_obj
+
+    def __cinit__(self, Py_ssize_t capacity=256):
+        if capacity < 16:
+            capacity = 16
+        self.cap = capacity
+        self.n = 0
+        self.op = <int32_t *>malloc(capacity * sizeof(int32_t))
+        self.a = <int32_t *>malloc(capacity * sizeof(int32_t))
+        self.b = <int32_t *>malloc(capacity * sizeof(int32_t))
+        self.val = <double *>malloc(capacity * sizeof(double))
+        self.p0 = <double *>malloc(capacity * sizeof(double))
+        self.p1 = <double *>malloc(capacity * sizeof(double))
+        if not (self.op and self.a and self.b and self.val and self.p0 and self.p1):
+            raise MemoryError("cannot allocate a tape")
+        self.recs = []
+        self.inputs = []
+
+    def __dealloc__(self):
+        free(self.op); free(self.a); free(self.b)
+        free(self.val); free(self.p0); free(self.p1)
+
+    cdef int grow(self) except -1:
+        cdef Py_ssize_t cap = self.cap * 2
+        if cap >= 2147483647:
+            raise MemoryError("a tape holds at most 2**31 - 1 nodes")
+        self.op = <int32_t *>realloc(self.op, cap * sizeof(int32_t))
+        self.a = <int32_t *>realloc(self.a, cap * sizeof(int32_t))
+        self.b = <int32_t *>realloc(self.b, cap * sizeof(int32_t))
+        self.val = <double *>realloc(self.val, cap * sizeof(double))
+        self.p0 = <double *>realloc(self.p0, cap * sizeof(double))
+        self.p1 = <double *>realloc(self.p1, cap * sizeof(double))
+        if not (self.op and self.a and self.b and self.val and self.p0 and self.p1):
+            raise MemoryError("cannot grow the tape")
+        self.cap = cap
+        return 0
+
+    cdef inline Py_ssize_t push(self, int op, Py_ssize_t a, Py_ssize_t b,
+                                double v, double d0, double d1) except -1:
+        cdef Py_ssize_t i = self.n
+        if i == self.cap:
+            self.grow()
+        self.op[i] = op
+        self.a[i] = <int32_t>a
+        self.b[i] = <int32_t>b
+        self.val[i] = v
+        self.p0[i] = d0
+        self.p1[i] = d1
+        self.n = i + 1
+        return i
+
+    cdef inline Tracer push_scalar(self, int op, Py_ssize_t a, Py_ssize_t b,
+                                   double v, double d0, double d1):
+        return new_tracer(self, self.push(op, a, b, v, d0, d1), v, None)
+
+    cdef Py_ssize_t push_record(self, int op, Record rec, double v) except -1:
+        self.recs.append(rec)
+        if op == OP_OBJ:
+            self.n_obj += 1
+        return self.push(op, -1, -1, v, <double>(len(self.recs) - 1), 0.0)
+
+    # ------------------------------------------------------------------
+    # recording
+    # ------------------------------------------------------------------
+    def input(self, value):
+        """Add an input leaf holding ``value``; returns its ``Tracer``."""
+        cdef Py_ssize_t i
+        cdef Record rec
+        if is_fast_number(value) or (isinstance(value, np.ndarray)
+                                     and value.ndim == 0 and value.dtype == np.float64):
+            i = self.push(OP_INPUT, -1, -1, <double>float(value), 0.0, 0.0)
+            self.inputs.append(i)
+            return new_tracer(self, i, <double>float(value), None)
+        rec = Record()
+        rec.prim = None
+        rec.parents = ()
+        rec.ans = value
+        i = self.push_record(OP_OBJ, rec, np.nan)
+        self.inputs.append(i)
+        return new_tracer(self, i, 0.0, value)
+
+    def process(self, prim, tuple args, tuple vals, ans, dict params):
+        """Record primitive ``prim`` applied to ``args`` (boxed) / ``vals``."""
+        cdef Record rec = Record()
+        cdef list parents = [], consts = []
+        cdef Py_ssize_t i
+        for x, v in zip(args, vals):
+            if type(x) is Tracer and (<Tracer>x).tape is self:
+                parents.append((<Tracer>x).idx)
+                consts.append(None)
+            else:
+                parents.append(-1)
+                consts.append(v)
+        rec.prim = prim
+        rec.parents = tuple(parents)
+        rec.consts = tuple(consts)
+        rec.params = params
+        rec.saved = prim.save(vals, ans)
+        if isinstance(ans, np.ndarray) and ans.ndim == 0 and ans.dtype == np.float64:
+            ans = float(ans)
+        rec.ans = ans
+        if isinstance(ans, float):
+            i = self.push_record(OP_OBJ, rec, ans)
+            return new_tracer(self, i, ans, None)
+        i = self.push_record(OP_OBJ, rec, np.nan)
+        return new_tracer(self, i, 0.0, ans)
+
+    cdef guard(self, int code, object x, object y, object result):
+        cdef Record rec = Record()
+        rec.prim = None
+        rec.info = (code,
+                    (<Tracer>x).idx if type(x) is Tracer and (<Tracer>x).tape is self else -1,
+                    (<Tracer>y).idx if type(y) is Tracer and (<Tracer>y).tape is self else -1,
+                    concrete(x), concrete(y), result)
+        self.push_record(OP_GUARD, rec, 0.0)
+
+    # ------------------------------------------------------------------
+    # introspection
+    # ------------------------------------------------------------------
+    @property
+    def n_nodes(self):
+        return self.n
+
+    cpdef object value(self, Py_ssize_t i):
+        """The value of node ``i`` (float or object)."""
+        if i < 0 or i >= self.n:
+            raise IndexError(f"node {i} is not on this tape of {self.n} nodes")
+        if self.op[i] == OP_OBJ:
+            return (<Record>self.recs[<Py_ssize_t>self.p0[i]]).ans
+        return self.val[i]
+
+    def node(self, Py_ssize_t i):
+        """(opcode, a, b, value, p0, p1) of node ``i``, for tests and docs."""
+        if i < 0 or i >= self.n:
+            raise IndexError(f"node {i} is not on this tape of {self.n} nodes")
+        return (self.op[i], self.a[i], self.b[i], self.val[i], self.p0[i], self.p1[i])
+
+    def record(self, Py_ssize_t i):
+        """The ``Record`` of object node ``i``."""
+        if self.op[i] not in (OP_OBJ, OP_GUARD):
+            raise ValueError(f"node {i} is a scalar node; it has no record")
+        return self.recs[<Py_ssize_t>self.p0[i]]
+
+    def memory(self):
+        """Bytes held, by kind.
+
+        Returns a dict: ``values`` (numbers kept for the reverse sweep:
+        scalar nodes' value and two partials, object nodes' values except
+        inputs, and residuals saved by rules -- each distinct array counted
+        once), ``index`` (opcode and operand ids of every node, plus the
+        value/partial slots of object nodes) and ``total``.
+        """
+        cdef Py_ssize_t i, n_scalar = 0
+        cdef Record rec
+        seen = set()
+        values = 0
+        for i in range(self.n):
+            if self.op[i] >= FIRST_BINARY:
+                n_scalar += 1
+        values += n_scalar * 3 * sizeof(double)
+
+        def count(obj):
+            nonlocal values
+            if obj is None:
+                return
+            if isinstance(obj, np.ndarray):
+                base = obj
+                if id(base) not in seen:
+                    seen.add(id(base))
+                    values += base.nbytes
+            elif isinstance(obj, (float, np.floating)):
+                if id(obj) not in seen:
+                    seen.add(id(obj))
+                    values += 8 if isinstance(obj, float) else obj.nbytes
+            elif isinstance(obj, (tuple, list)):
+                for o in obj:
+                    count(o)
+        for i in range(self.n):
+            if self.op[i] == OP_OBJ:
+                rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
+                if rec.prim is not None:
+                    count(rec.ans)
+                    count(rec.saved)
+        index = self.n * SCALAR_NODE_BYTES - n_scalar * 3 * sizeof(double)
+        return {"values": values, "index": index, "total": values + index}
+
+    @property
+    def nbytes(self):
+        """Bytes of numbers the tape holds for its reverse sweep (see ``memory``)."""
+        return self.memory()["values"]
+
+    bytes_per_scalar_node = SCALAR_NODE_BYTES
+
+    # ------------------------------------------------------------------
+    # reverse sweep
+    # ------------------------------------------------------------------
+    def backward(self, outputs, seeds, wrt):
+        """Reverse sweep.
+
+        Parameters
+        ----------
+        outputs : sequence of int
+            Node ids to seed.
+        seeds : sequence
+            Adjoint seed of each output (float, array or box), same shapes.
+        wrt : sequence of int
+            Node ids whose adjoints are returned.
+
+        Returns
+        -------
+        list
+            The adjoint of each ``wrt`` node: a float (scalar nodes), an
+            array or box, or ``None`` where nothing reached it.
+        """
+        cdef Py_ssize_t top = -1, i, k, pid, steps = 0, nn = self.n
+        cdef double g
+        cdef double *buf
+        cdef double *adj
+        cdef unsigned char *hobj = NULL
+        cdef list oadj = None
+        cdef Record rec
+        cdef int o
+        cdef bint all_fast = True
+        outputs = [int(i) for i in outputs]
+        for i in outputs:
+            if i < 0 or i >= nn:
+                raise IndexError(f"output node {i} is not on this tape")
+            if i > top:
+                top = i
+        buf = <double *>calloc(nn + 1, sizeof(double))
+        if buf == NULL:
+            raise MemoryError("cannot allocate the adjoint buffer")
+        adj = buf + 1
+        try:
+            for i, s in zip(outputs, seeds):
+                if isinstance(s, float) or type(s) is int:
+                    adj[i] += <double>s
+                else:
+                    all_fast = False
+            if all_fast and self.n_obj == 0:
+                with nogil:
+                    sweep_scalar(self.op, self.a, self.b, self.p0, self.p1, adj, top, &steps)
+                self.last_sweep_steps = steps
+                return [adj[i] if adj[i] != 0.0 or self._is_scalar(i) else None
+                        for i in wrt]
+            hobj = <unsigned char *>calloc(nn + 1, 1)
+            if hobj == NULL:
+                raise MemoryError("cannot allocate the adjoint buffer")
+            hobj += 1
+            oadj = [None] * (nn + 1)     # slot nn is unused
+            for i, s in zip(outputs, seeds):
+                if not (isinstance(s, float) or type(s) is int):
+                    _accumulate(i, s, adj, hobj, oadj)
+            for i in range(top, -1, -1):
+                o = self.op[i]
+                if o == OP_OBJ:
+                    if hobj[i]:
+                        gobj = oadj[i]
+                        if adj[i] != 0.0:
+                            gobj = gobj + adj[i]
+                    elif adj[i] != 0.0:
+                        gobj = adj[i]
+                    else:
+                        continue
+                    rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
+                    if rec.prim is None:
+                        continue
+                    steps += 1
+                    prim = rec.prim
+                    for k in range(len(rec.parents)):
+                        pid = rec.parents[k]
+                        if pid < 0:
+                            continue
+                        c = prim.vjp(k, gobj, rec.ans, rec.saved, rec.params)
+                        if c is not None:
+                            _accumulate(pid, c, adj, hobj, oadj)
+                elif hobj[i]:
+                    gobj = oadj[i]
+                    if adj[i] != 0.0:
+                        gobj = gobj + adj[i]
+                    steps += 1
+                    if self.a[i] >= 0:
+                        _accumulate(self.a[i], gobj * self.p0[i], adj, hobj, oadj)
+                    if self.b[i] >= 0 and o < FIRST_CONST:
+                        _accumulate(self.b[i], gobj * self.p1[i], adj, hobj, oadj)
+                else:
+                    g = adj[i]
+                    if g != 0.0:
+                        steps += 1
+                        adj[self.a[i]] += g * self.p0[i]
+                        adj[self.b[i]] += g * self.p1[i]
+                        adj[-1] = 0.0
+            self.last_sweep_steps = steps
+            result = []
+            for i in wrt:
+                if hobj[i]:
+                    r = oadj[i]
+                    if adj[i] != 0.0:
+                        r = r + adj[i]
+                    result.append(r)
+                elif adj[i] != 0.0 or self._is_scalar(i):
+                    result.append(adj[i])
+                else:
+                    result.append(None)
+            return result
+        finally:
+            free(buf)
+            if hobj != NULL:
+                free(hobj - 1)
+
+    cdef bint _is_scalar(self, Py_ssize_t i):
+        if self.op[i] == OP_OBJ:
+            return isinstance((<Record>self.recs[<Py_ssize_t>self.p0[i]]).ans, float)
+        return True
+
+    # ------------------------------------------------------------------
+    # K-direction forward sweep over the recorded tape
+    # ------------------------------------------------------------------
+    def forward_sweep(self, seeds, outputs, Py_ssize_t K):
+        """Push K tangent directions through the tape at once.
+
+        Parameters
+        ----------
+        seeds : dict
+            node id -> tangent with a leading axis of length K.
+        outputs : sequence of int
+            Node ids whose tangents are returned.
+        K : int
+            Number of directions.
+
+        Returns
+        -------
+        list
+            Tangent of each output, shape ``(K,) + shape``, or ``None``
+            where no direction reaches it.
+
+        Scalar nodes run in C: row ``i`` of the tangent table is
+        ``p0 * row a + p1 * row b``, so each local partial is computed once
+        for all K directions.  Object nodes call their primitive's batched
+        JVP (``prim.jvp_batched``) or, lacking one, its JVP once per
+        direction.
+        """
+        cdef Py_ssize_t nn = self.n, i, k, j, pid
+        cdef double *buf = <double *>calloc((nn + 1) * K, sizeof(double))
+        cdef double *T
+        cdef double *row
+        cdef double *ra
+        cdef double *rb
+        cdef double d0, d1
+        cdef unsigned char *has = NULL
+        cdef Record rec
+        cdef int o
+        if buf == NULL:
+            raise MemoryError("cannot allocate the tangent table")
+        T = buf + K                      # row -1 is a zero scratch row
+        has = <unsigned char *>calloc(nn + 1, 1)
+        otan = {}
+        try:
+            has += 1
+            for nid, t in seeds.items():
+                nid = int(nid)
+                if self._is_scalar(nid):
+                    arr = np.ascontiguousarray(t, dtype=np.float64).reshape(K)
+                    for k in range(K):
+                        T[nid * K + k] = arr[k]
+                else:
+                    otan[nid] = np.asarray(t)
+                has[nid] = 1
+            for i in range(nn):
+                o = self.op[i]
+                if o >= FIRST_BINARY:
+                    if not (has[self.a[i]] or has[self.b[i]] and o < FIRST_CONST):
+                        continue
+                    has[i] = 1
+                    row = T + i * K
+                    ra = T + self.a[i] * K
+                    d0 = self.p0[i]
+                    if o < FIRST_CONST:
+                        rb = T + self.b[i] * K
+                        d1 = self.p1[i]
+                        for k in range(K):
+                            row[k] = d0 * ra[k] + d1 * rb[k]
+                    else:
+                        for k in range(K):
+                            row[k] = d0 * ra[k]
+                elif o == OP_OBJ:
+                    rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
+                    if rec.prim is None:
+                        continue
+                    tans = []
+                    any_t = False
+                    for pid in rec.parents:
+                        if pid >= 0 and has[pid]:
+                            any_t = True
+                            if self._is_scalar(pid):
+                                tans.append(np.array(<double[:K]>(T + pid * K)))
+                            else:
+                                tans.append(otan[pid])
+                        else:
+                            tans.append(None)
+                    if not any_t:
+                        continue
+                    args = tuple(self.value(pid) if pid >= 0 else c
+                                 for pid, c in zip(rec.parents, rec.consts))
+                    t = rec.prim.jvp_many(tans, rec.ans, args, rec.params, K)
+                    if t is None:
+                        continue
+                    has[i] = 1
+                    if isinstance(rec.ans, float):
+                        arr = np.ascontiguousarray(t, dtype=np.float64).reshape(K)
+                        for k in range(K):
+                            T[i * K + k] = arr[k]
+                    else:
+                        otan[i] = t
+            result = []
+            for i in outputs:
+                if not has[i]:
+                    result.append(None)
+                elif self._is_scalar(i):
+                    result.append(np.array(<double[:K]>(T + i * K)))
+                else:
+                    result.append(otan[i])
+            return result
+        finally:
+            free(buf)
+            if has != NULL:
+                free(has - 1)
+
+    # ------------------------------------------------------------------
+    # replay at new inputs
+    # ------------------------------------------------------------------
+    def replay(self, new_inputs):
+        """Re-evaluate every node at new input values, without Python tracing.
+
+        Raises ``GuardFlippedError`` when a recorded comparison comes out
+        differently (the recorded program would not be the one that runs).
+        """
+        cdef Py_ssize_t i, nn = self.n
+        cdef int o
+        cdef double v, d0, d1, y
+        cdef Record rec
+        new_inputs = list(new_inputs)
+        if len(new_inputs) != len(self.inputs):
+            raise TapeReplayError(
+                f"the tape has {len(self.inputs)} inputs but {len(new_inputs)} "
+                "values were given; pass one value per recorded input")
+        for nid, value in zip(self.inputs, new_inputs):
+            if self.op[nid] == OP_INPUT:
+                if not (is_fast_number(value) or np.ndim(value) == 0):
+                    raise TapeReplayError(
+                        f"input node {nid} was recorded as a scalar but got "
+                        f"a value of shape {np.shape(value)}; re-record the function")
+                self.val[nid] = float(value)
+            else:
+                rec = self.recs[<Py_ssize_t>self.p0[nid]]
+                value = np.asarray(value)
+                if np.shape(value) != np.shape(rec.ans):
+                    raise TapeReplayError(
+                        f"input node {nid} was recorded with shape {np.shape(rec.ans)} "
+                        f"but got shape {value.shape}; re-record the function")
+                rec.ans = value.astype(np.result_type(rec.ans), copy=False)
+        for i in range(nn):
+            o = self.op[i]
+            if o >= FIRST_BINARY:
+                y = self.val[self.b[i]] if o < FIRST_CONST else self.p1[i]
+                scalar_eval(o, self.val[self.a[i]], y, &v, &d0, &d1)
+                self.val[i] = v
+                self.p0[i] = d0
+                self.p1[i] = d1
+            elif o == OP_OBJ:
+                rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
+                if rec.prim is None:
+                    continue
+                args = tuple(self.value(pid) if pid >= 0 else c
+                             for pid, c in zip(rec.parents, rec.consts))
+                ans = rec.prim.impl(*args, **rec.params)
+                if isinstance(ans, np.ndarray) and ans.ndim == 0 and ans.dtype == np.float64:
+                    ans = float(ans)
+                if isinstance(rec.ans, float) != isinstance(ans, float) or \
+                        np.shape(ans) != np.shape(rec.ans):
+                    raise TapeReplayError(
+                        f"node {i} ({rec.prim}) changed shape on replay; re-record")
+                rec.ans = ans
+                rec.saved = rec.prim.save(args, ans)
+                if isinstance(ans, float):
+                    self.val[i] = ans
+            elif o == OP_GUARD:
+                rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
+                code, ia, ib, ca, cb, result = rec.info
+                xa = self.value(ia) if ia >= 0 else ca
+                xb = self.value(ib) if ib >= 0 else cb
+                now = _CMP[code](xa, xb)
+                same = (np.array_equal(now, result) if isinstance(result, np.ndarray)
+                        else bool(now) == result)
+                if not same:
+                    names = ("<", "<=", ">", ">=", "==", "!=")
+                    raise GuardFlippedError(
+                        f"a comparison recorded at node {i} ({ca!r} {names[code]} {cb!r} "
+                        f"was {result!r}) comes out differently at the new inputs "
+                        f"({xa!r} {names[code]} {xb!r}); the recorded program is not "
+                        "the one Python would run here. Re-record the function at "
+                        "these inputs (ta.record) or use ta.grad, which traces eagerly.")
+
+
+cdef inline void _accumulate(Py_ssize_t j, object c, double *adj,
+                             unsigned char *hobj, list oadj) except *:
+    if isinstance(c, float):
+        adj[j] += <double>c
+    elif isinstance(c, np.ndarray) and c.ndim == 0 and c.dtype == np.float64 and not hobj[j]:
+        adj[j] += <double>float(c)
+    elif hobj[j]:
+        oadj[j] = oadj[j] + c
+    else:
+        oadj[j] = c
+        hobj[j] = 1

@@ -1,0 +1,104 @@
+"""Minimal pytrees: nested tuples, lists and dicts of leaves."""
+from __future__ import annotations
+
+from typing import Any, Callable, List, Tuple
+
+
+class TreeDef:
+    """The structure of a pytree (its leaves removed)."""
+
+    __slots__ = ("kind", "meta", "children")
+
+    def __init__(self, kind, meta, children):
+        self.kind = kind          # "leaf", "tuple", "list", "dict", "none"
+        self.meta = meta          # dict keys (sorted) for dicts
+        self.children = children
+
+    def __eq__(self, other):
+        return (isinstance(other, TreeDef) and self.kind == other.kind
+                and self.meta == other.meta and self.children == other.children)
+
+    def __repr__(self):
+        return f"TreeDef({self.kind}, {self.meta}, {self.children})"
+
+    @property
+    def num_leaves(self) -> int:
+        if self.kind == "leaf":
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+
+LEAF = TreeDef("leaf", None, ())
+
+
+def tree_flatten(tree: Any) -> Tuple[List[Any], TreeDef]:
+    """Leaves in order and the structure; iterative (no recursion limit)."""
+    leaves: List[Any] = []
+    # build with an explicit stack of (node, parent_children_list)
+    root_holder: list = []
+    stack = [(tree, root_holder)]
+    while stack:
+        node, out = stack.pop()
+        if isinstance(node, (tuple, list)) and not hasattr(node, "_fields"):
+            children: list = []
+            out.append(TreeDef("tuple" if isinstance(node, tuple) else "list", None, children))
+            for child in reversed(node):
+                stack.append((child, _Slot(children)))
+        elif isinstance(node, dict):
+            keys = sorted(node)
+            children = []
+            out.append(TreeDef("dict", tuple(keys), children))
+            for k in reversed(keys):
+                stack.append((node[k], _Slot(children)))
+        elif node is None:
+            out.append(TreeDef("none", None, ()))
+        else:
+            leaves.append(node)
+            out.append(LEAF)
+    return leaves, _freeze(root_holder[0])
+
+
+class _Slot:
+    """Appends children in traversal order (the stack pops them in order)."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target):
+        self.target = target
+
+    def append(self, item):
+        self.target.append(item)
+
+
+def _freeze(td: TreeDef) -> TreeDef:
+    stack = [td]
+    while stack:
+        t = stack.pop()
+        if isinstance(t.children, list):
+            stack.extend(t.children)
+            t.children = tuple(t.children)
+    return td
+
+
+def tree_unflatten(treedef: TreeDef, leaves: List[Any]) -> Any:
+    """Inverse of ``tree_flatten``."""
+    it = iter(leaves)
+
+    def build(td):
+        if td.kind == "leaf":
+            return next(it)
+        if td.kind == "none":
+            return None
+        kids = [build(c) for c in td.children]
+        if td.kind == "tuple":
+            return tuple(kids)
+        if td.kind == "list":
+            return kids
+        return dict(zip(td.meta, kids))
+    return build(treedef)
+
+
+def tree_map(f: Callable, tree: Any, *rest: Any) -> Any:
+    leaves, td = tree_flatten(tree)
+    others = [tree_flatten(r)[0] for r in rest]
+    return tree_unflatten(td, [f(x, *ys) for x, *ys in zip(leaves, *others)])

@@ -1,0 +1,21 @@
+"""numpy's names, differentiable: ``import tapead.numpy as tnp``.
+
+On plain numpy inputs every function is numpy's own; on traced values it
+records (reverse mode) or pushes tangents (forward mode).
+"""
+from numpy import (e, pi, inf, nan, float32, float64, ndarray, shape, ndim,  # noqa: F401
+                   zeros, ones, zeros_like, ones_like, eye, arange, linspace, asarray,
+                   array, empty)
+
+from tapead._prims.elementwise import (  # noqa: F401
+    negative, positive, absolute, sign, sin, cos, tan, exp, log, log1p, expm1, sqrt,
+    tanh, arctan, arcsin, arccos, sinh, cosh, square, reciprocal, exp2, log2, log10,
+    arcsinh, arccosh, arctanh, cbrt, add, subtract, multiply, divide, power, maximum,
+    minimum, arctan2, hypot, where)
+from tapead._prims.reductions import sum, mean  # noqa: F401,A004
+from tapead._prims.shape import (reshape, transpose, swapaxes, broadcast_to,  # noqa: F401
+                                 concatenate, stack)
+from tapead._prims.linalg import matmul, dot, outer  # noqa: F401
+
+abs = absolute  # noqa: A001
+true_divide = divide

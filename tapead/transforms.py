@@ -1,0 +1,468 @@
+"""The functional transforms: grad, jvp, vjp, jacobians, hvp, record.
+
+Each transform starts a trace (a ``Tape`` for reverse mode, a
+``ForwardTrace`` for dual numbers) with a fresh level, boxes the inputs,
+runs the user's Python function eagerly and reads the derivative off.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence, Tuple, Union
+
+import numpy as np
+
+from tapead import _core, _prims  # noqa: F401  (_prims installs the rules)
+from tapead._core import Box, Dual, ForwardTrace, Tape, Tracer
+from tapead._tree import tree_flatten, tree_unflatten
+from tapead.errors import NonScalarOutputError, ShapeError
+
+__all__ = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian",
+           "hvp", "record", "Recording", "stop_gradient"]
+
+ArgNums = Union[int, Sequence[int]]
+
+
+# ---------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------
+
+def _check_leaf(x, what):
+    """Validate a differentiable input leaf; returns it as float or array."""
+    if isinstance(x, Box):
+        return x
+    if isinstance(x, bool) or (isinstance(x, np.ndarray) and x.dtype == bool):
+        raise TypeError(f"{what}: got a boolean input; derivatives need float inputs")
+    if isinstance(x, int):
+        return float(x)
+    if isinstance(x, float):
+        return x
+    if isinstance(x, (np.floating, np.ndarray)):
+        arr = np.asarray(x)
+        if not np.issubdtype(arr.dtype, np.floating):
+            raise TypeError(
+                f"{what}: input of dtype {arr.dtype} is not differentiable; "
+                "pass a float array (e.g. x.astype(float))")
+        if arr.ndim == 0 and arr.dtype == np.float64:
+            return float(arr)
+        return arr if isinstance(x, np.ndarray) else x
+    if isinstance(x, (list, tuple)):
+        raise TypeError(f"{what}: unexpected container")
+    raise TypeError(f"{what}: cannot differentiate with respect to a "
+                    f"{type(x).__name__}; pass floats or float numpy arrays")
+
+
+def _argnums(argnums: ArgNums, nargs: int) -> Tuple[Tuple[int, ...], bool]:
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    for a in nums:
+        if not -nargs <= a < nargs:
+            raise ValueError(f"argnums {a} is out of range for a call with {nargs} "
+                             "positional arguments")
+    return tuple(a % nargs for a in nums), single
+
+
+def _zeros_like(x):
+    if isinstance(x, Box):
+        x = _core.primal_of(x)
+        return _zeros_like(x)
+    if isinstance(x, float):
+        return np.float64(0.0)
+    return np.zeros(np.shape(x), dtype=np.result_type(x))
+
+
+def _as_result(g, like):
+    """Bring an adjoint/tangent to the input's type: numpy, same dtype."""
+    if g is None:
+        return _zeros_like(like)
+    if isinstance(g, Box):
+        return g
+    dtype = np.result_type(_core.concrete(like))
+    if np.ndim(g) == 0 and np.ndim(_core.concrete(like)) == 0:
+        return dtype.type(g)
+    out = np.asarray(g, dtype=dtype)
+    shape = np.shape(_core.concrete(like))
+    if out.shape != shape:
+        out = np.broadcast_to(out, shape).copy()
+    return out
+
+
+def _unbox_out(x, trace):
+    """The value of an output at this trace's level (lower boxes stay)."""
+    if type(x) is Tracer and x.tape is trace:
+        return x.primal
+    if type(x) is Dual and x.trace is trace:
+        return x.primal
+    return x
+
+
+def _plain(x):
+    if isinstance(x, Box):
+        return x
+    if isinstance(x, float) and not isinstance(x, np.floating):
+        return np.float64(x)
+    return x
+
+
+# ---------------------------------------------------------------------------
+# reverse mode
+# ---------------------------------------------------------------------------
+
+def _record(f, args, kwargs, argnums, name):
+    """Run f with the argnums inputs boxed on a new tape."""
+    nums, single = _argnums(argnums, len(args))
+    tape = Tape()
+    boxed = list(args)
+    in_leaves, in_trees, in_ids = [], [], []
+    try:
+        for a in nums:
+            leaves, td = tree_flatten(args[a])
+            leaves = [_check_leaf(x, f"{name}: argument {a}") for x in leaves]
+            tracers = [tape.input(x) for x in leaves]
+            in_leaves.append(leaves)
+            in_trees.append(td)
+            in_ids.append([t.idx for t in tracers])
+            boxed[a] = tree_unflatten(td, tracers)
+        out = f(*boxed, **kwargs)
+    finally:
+        tape.active = False
+    return tape, out, nums, single, in_leaves, in_trees, in_ids
+
+
+def _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single):
+    flat_ids = [i for ids in in_ids for i in ids]
+    adjs = tape.backward(outputs, seeds, flat_ids) if outputs else [None] * len(flat_ids)
+    result, k = [], 0
+    for leaves, td in zip(in_leaves, in_trees):
+        gs = [_as_result(adjs[k + j], x) for j, x in enumerate(leaves)]
+        k += len(leaves)
+        result.append(tree_unflatten(td, gs))
+    return result[0] if single else tuple(result)
+
+
+def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+    """``f``'s value and gradient, in one forward run and one reverse sweep.
+
+    Parameters
+    ----------
+    f : callable
+        Returns a scalar (or ``(scalar, aux)`` with ``has_aux``).
+    argnums : int or tuple of int
+        Positional arguments to differentiate (pytrees allowed).
+    has_aux : bool
+        ``f`` returns ``(value, aux)``; aux is passed through.
+
+    Returns
+    -------
+    callable
+        ``(value, grad)`` or ``((value, aux), grad)``; the gradient has the
+        structure, shapes and dtypes of the differentiated arguments.
+    """
+    @functools.wraps(f)
+    def value_and_grad_f(*args, **kwargs):
+        tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
+            f, args, kwargs, argnums, "grad")
+        if has_aux:
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise TypeError("grad(has_aux=True): the function must return a pair "
+                                "(scalar value, auxiliary data)")
+            out, aux = out
+        if type(out) is Tracer and out.tape is tape:
+            if np.shape(out.primal) != ():
+                raise NonScalarOutputError(
+                    f"grad needs a function with a scalar output, got shape "
+                    f"{np.shape(out.primal)}; use ta.jacrev / ta.vjp for vector outputs "
+                    "or reduce the output (e.g. .sum())")
+            outputs, seeds = [out.idx], [1.0]
+        else:
+            if np.shape(out) != ():
+                raise NonScalarOutputError(
+                    f"grad needs a function with a scalar output, got shape "
+                    f"{np.shape(out)}")
+            outputs, seeds = [], []
+        g = _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single)
+        value = _plain(_unbox_out(out, tape))
+        if has_aux:
+            return (value, aux), g
+        return value, g
+    return value_and_grad_f
+
+
+def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+    """Gradient of a scalar function (reverse mode, one sweep).
+
+    >>> import tapead as ta
+    >>> float(ta.grad(lambda x: x * x + 3.0 * x)(2.0))
+    7.0
+    """
+    vg = value_and_grad(f, argnums, has_aux)
+
+    @functools.wraps(f)
+    def grad_f(*args, **kwargs):
+        if has_aux:
+            (_, aux), g = vg(*args, **kwargs)
+            return g, aux
+        return vg(*args, **kwargs)[1]
+    return grad_f
+
+
+def vjp(f: Callable, *primals, has_aux: bool = False):
+    """``(f(*primals), pullback)``; ``pullback(ct)`` returns a tuple per primal."""
+    tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
+        f, primals, {}, tuple(range(len(primals))), "vjp")
+    if has_aux:
+        out, aux = out
+    out_leaves, out_tree = tree_flatten(out)
+    values = [_plain(_unbox_out(x, tape)) for x in out_leaves]
+
+    def pullback(cotangent):
+        ct_leaves, ct_tree = tree_flatten(cotangent)
+        if len(ct_leaves) != len(out_leaves):
+            raise ShapeError(f"pullback: the cotangent has {len(ct_leaves)} leaves but "
+                             f"the output has {len(out_leaves)}; pass one per output")
+        outputs, seeds = [], []
+        for x, v, c in zip(out_leaves, values, ct_leaves):
+            if np.shape(c) != np.shape(v):
+                raise ShapeError(f"pullback: cotangent of shape {np.shape(c)} for an "
+                                 f"output of shape {np.shape(v)}; they must match")
+            if type(x) is Tracer and x.tape is tape:
+                outputs.append(x.idx)
+                seeds.append(float(c) if np.ndim(c) == 0 and isinstance(
+                    c, (float, int, np.float64)) else c)
+        return _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, False)
+
+    out_val = tree_unflatten(out_tree, values)
+    if has_aux:
+        return out_val, pullback, aux
+    return out_val, pullback
+
+
+# ---------------------------------------------------------------------------
+# forward mode (dual numbers)
+# ---------------------------------------------------------------------------
+
+def jvp(f: Callable, primals: Sequence, tangents: Sequence):
+    """``(f(*primals), J·tangents)`` by dual numbers, in one forward run."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp(f, primals, tangents): primals and tangents must be "
+                        "tuples (one entry per positional argument)")
+    p_leaves, p_tree = tree_flatten(tuple(primals))
+    t_leaves, t_tree = tree_flatten(tuple(tangents))
+    if p_tree != t_tree:
+        raise ShapeError("jvp: primals and tangents must have the same structure")
+    trace = ForwardTrace()
+    duals = []
+    try:
+        for p, t in zip(p_leaves, t_leaves):
+            p = _check_leaf(p, "jvp")
+            if np.shape(p) != np.shape(t):
+                raise ShapeError(f"jvp: tangent of shape {np.shape(t)} for a primal of "
+                                 f"shape {np.shape(p)}; they must match")
+            if isinstance(t, int) and not isinstance(t, bool):
+                t = float(t)
+            duals.append(trace.input(p, t))
+        out = f(*tree_unflatten(p_tree, duals))
+    finally:
+        trace.active = False
+    o_leaves, o_tree = tree_flatten(out)
+    vals, tans = [], []
+    for x in o_leaves:
+        if type(x) is Dual and x.trace is trace:
+            vals.append(_plain(x.primal))
+            tans.append(_plain(_as_result(x.tangent, x.primal) if not isinstance(
+                x.tangent, Box) else x.tangent))
+        else:
+            vals.append(_plain(x))
+            tans.append(_zeros_like(x))
+    return tree_unflatten(o_tree, vals), tree_unflatten(o_tree, tans)
+
+
+# ---------------------------------------------------------------------------
+# Jacobians and Hessians
+# ---------------------------------------------------------------------------
+
+def _single_array_arg(args, argnums, name):
+    nums, single = _argnums(argnums, len(args))
+    return nums, single
+
+
+def jacfwd(f: Callable, argnums: ArgNums = 0) -> Callable:
+    """Jacobian by forward mode: one recording, all input directions at once.
+
+    The tape is recorded once and a batched forward sweep carries one
+    tangent direction per input element (an extra leading axis).  The
+    result is shaped ``out.shape + in.shape``.
+    """
+    @functools.wraps(f)
+    def jac_f(*args, **kwargs):
+        tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
+            f, args, kwargs, argnums, "jacfwd")
+        flat_in = [x for leaves in in_leaves for x in leaves]
+        flat_ids = [i for ids in in_ids for i in ids]
+        sizes = [int(np.prod(np.shape(x))) for x in flat_in]
+        K = int(sum(sizes))
+        seeds, off = {}, 0
+        for x, nid, m in zip(flat_in, flat_ids, sizes):
+            eye = np.zeros((K, m), dtype=np.result_type(_core.concrete(x)))
+            eye[off:off + m] = np.eye(m)
+            seeds[nid] = eye.reshape((K,) + np.shape(x))
+            off += m
+        out_leaves, out_tree = tree_flatten(out)
+        ids = [x.idx if type(x) is Tracer and x.tape is tape else -1 for x in out_leaves]
+        tans = tape.forward_sweep(seeds, [i for i in ids if i >= 0], K) if K else []
+        tans_iter = iter(tans)
+        jac_leaves = []
+        for x, i in zip(out_leaves, ids):
+            val = _unbox_out(x, tape)
+            t = next(tans_iter) if i >= 0 else None
+            oshape = np.shape(val)
+            if t is None:
+                t = np.zeros((K,) + oshape, dtype=np.result_type(_core.concrete(val)))
+            t = np.asarray(t).reshape((K,) + oshape)
+            blocks, off = [], 0
+            for xin, m in zip(flat_in, sizes):
+                blk = np.moveaxis(t[off:off + m], 0, -1).reshape(oshape + np.shape(xin))
+                blocks.append(blk)
+                off += m
+            per_arg, k = [], 0
+            for leaves, td in zip(in_leaves, in_trees):
+                per_arg.append(tree_unflatten(td, blocks[k:k + len(leaves)]))
+                k += len(leaves)
+            jac_leaves.append(per_arg[0] if single else tuple(per_arg))
+        return tree_unflatten(out_tree, jac_leaves)
+    return jac_f
+
+
+def jacrev(f: Callable, argnums: ArgNums = 0) -> Callable:
+    """Jacobian by reverse mode: one recording, one sweep per output element."""
+    @functools.wraps(f)
+    def jac_f(*args, **kwargs):
+        tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
+            f, args, kwargs, argnums, "jacrev")
+        out_leaves, out_tree = tree_flatten(out)
+        flat_in = [x for leaves in in_leaves for x in leaves]
+        flat_ids = [i for ids in in_ids for i in ids]
+        jac_leaves = []
+        for x in out_leaves:
+            val = _unbox_out(x, tape)
+            oshape = np.shape(val)
+            rows = []
+            for j in range(int(np.prod(oshape))):
+                if type(x) is Tracer and x.tape is tape:
+                    if oshape == ():
+                        seed = 1.0
+                    else:
+                        seed = np.zeros(oshape, dtype=np.result_type(_core.concrete(val)))
+                        seed.flat[j] = 1.0
+                    adjs = tape.backward([x.idx], [seed], flat_ids)
+                else:
+                    adjs = [None] * len(flat_ids)
+                rows.append([_as_result(a, xin) for a, xin in zip(adjs, flat_in)])
+            blocks = []
+            for k, xin in enumerate(flat_in):
+                ishape = np.shape(_core.concrete(xin))
+                if rows and isinstance(rows[0][k], Box):
+                    from tapead._prims.shape import reshape, stack
+                    blk = reshape(stack([r[k] for r in rows]), oshape + ishape)
+                else:
+                    dt = np.result_type(_core.concrete(xin))
+                    blk = (np.stack([np.asarray(r[k]) for r in rows]).reshape(oshape + ishape)
+                           if rows else np.zeros(oshape + ishape, dtype=dt))
+                blocks.append(blk)
+            per_arg, k = [], 0
+            for leaves, td in zip(in_leaves, in_trees):
+                per_arg.append(tree_unflatten(td, blocks[k:k + len(leaves)]))
+                k += len(leaves)
+            jac_leaves.append(per_arg[0] if single else tuple(per_arg))
+        return tree_unflatten(out_tree, jac_leaves)
+    return jac_f
+
+
+def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
+    """Hessian, forward over reverse: ``jacfwd(grad(f))``."""
+    return jacfwd(grad(f, argnums), argnums)
+
+
+def hvp(f: Callable, primals: Sequence, tangents: Sequence):
+    """Hessian-vector product ``H·v`` by forward over reverse.
+
+    One forward run on dual numbers through one reverse sweep: the tape's
+    values are duals, so the gradient's tangent part is ``H·v``.  No
+    Hessian is formed.  Returns the tangent (same structure as primals[0]
+    when there is one primal, else a tuple).
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    argnums = 0 if len(primals) == 1 else tuple(range(len(primals)))
+    return jvp(grad(f, argnums), primals, tangents)[1]
+
+
+def stop_gradient(x):
+    """The value of ``x`` with no derivative (a constant to every transform)."""
+    return _core.concrete(x)
+
+
+# ---------------------------------------------------------------------------
+# recorded tapes
+# ---------------------------------------------------------------------------
+
+class Recording:
+    """A tape recorded from ``f`` at some inputs, re-evaluable at new ones.
+
+    Attributes
+    ----------
+    tape : Tape
+        The recorded tape (``tape.n_nodes``, ``tape.nbytes``).
+    """
+
+    def __init__(self, f, args):
+        self.f = f
+        self.tape, out, _, _, self._in_leaves, self._in_trees, self._in_ids = _record(
+            f, args, {}, tuple(range(len(args))), "record")
+        if not (type(out) is Tracer and out.tape is self.tape):
+            raise TypeError("record: the function's output does not depend on its "
+                            "inputs; nothing to record")
+        if np.shape(out.primal) != ():
+            raise NonScalarOutputError("record: the function must return a scalar")
+        self._out = out.idx
+        self._trees = [tree_flatten(a)[1] for a in args]
+
+    @property
+    def n_nodes(self) -> int:
+        return self.tape.n_nodes
+
+    @property
+    def nbytes(self) -> int:
+        return self.tape.nbytes
+
+    def _load(self, args):
+        if len(args) != len(self._trees):
+            raise TypeError(f"the recording takes {len(self._trees)} arguments, "
+                            f"got {len(args)}")
+        flat = []
+        for a, td in zip(args, self._trees):
+            leaves, t2 = tree_flatten(a)
+            if t2 != td:
+                raise ShapeError("the arguments' structure differs from the recording's")
+            flat.extend(_check_leaf(x, "record") for x in leaves)
+        self.tape.replay(flat)
+        self._in_leaves = [tree_flatten(a)[0] for a in args]
+
+    def __call__(self, *args):
+        """The value at new inputs (replay, no Python tracing)."""
+        self._load(args)
+        return np.float64(self.tape.value(self._out))
+
+    def value_and_grad(self, *args):
+        """``(value, grads)`` at new inputs: replay, then one reverse sweep."""
+        self._load(args)
+        g = _grads(self.tape, [self._out], [1.0], self._in_leaves, self._in_trees,
+                   self._in_ids, len(args) == 1)
+        return np.float64(self.tape.value(self._out)), g
+
+
+def record(f: Callable, *args) -> Recording:
+    """Record ``f`` at ``args`` into a tape that can be re-evaluated.
+
+    Comparisons on traced values are recorded as guards; a re-evaluation
+    whose guard flips raises ``GuardFlippedError``.
+    """
+    return Recording(f, args)
