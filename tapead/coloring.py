@@ -1,0 +1,570 @@
+"""Graph coloring for sparse Jacobians and Hessians, and recovery.
+
+A sparse derivative is computed from a few directional derivatives: the
+columns are split into groups (colors), one seed direction per group is
+pushed through forward mode, and the entries are read back from the
+compressed product.
+
+* :func:`column_coloring` -- greedy distance-2 coloring of the column
+  intersection graph (Jacobians, ``B = J @ S``).
+* :func:`star_coloring` -- Gebremedhin, Tarafdar, Manne & Pothen (2007),
+  Algorithm 4.1 (symmetric patterns, direct recovery).
+* :func:`acyclic_coloring` -- the same paper, Algorithm 3.1 (fewer colors,
+  recovery by substitution along 2-colored trees).
+* :func:`jacobian_recovery`, :func:`star_recovery`, :func:`acyclic_recovery`
+  -- built once per pattern, then ``recover(B)`` gives the nonzero values in
+  pattern order (CSR, row-major).
+* :func:`is_valid_column_coloring`, :func:`is_valid_star_coloring`,
+  :func:`is_valid_acyclic_coloring` -- independent numpy checkers.
+
+The kernels are in :mod:`tapead._coloring`; this module validates input once
+and converts patterns to int32 CSR/CSC.  A *pattern* is a ``scipy.sparse``
+matrix or array (every stored entry is structural, even an explicit zero) or
+a dense array (its nonzeros).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from . import _coloring
+
+__all__ = [
+    "ORDERS",
+    "column_coloring",
+    "star_coloring",
+    "acyclic_coloring",
+    "color_groups",
+    "jacobian_recovery",
+    "star_recovery",
+    "acyclic_recovery",
+    "JacobianRecovery",
+    "StarRecovery",
+    "AcyclicRecovery",
+    "is_valid_column_coloring",
+    "is_valid_star_coloring",
+    "is_valid_acyclic_coloring",
+]
+
+#: Vertex orders accepted by the coloring functions.
+ORDERS = ("natural", "largest_first", "smallest_last", "incidence_degree")
+
+Colors = tuple[int, ...]
+
+
+# --------------------------------------------------------------------------
+# Patterns at the boundary
+# --------------------------------------------------------------------------
+
+class _Pattern:
+    """Canonical int32 CSR (sorted rows, no duplicates) of a pattern."""
+
+    __slots__ = ("shape", "indptr", "indices", "_csc", "_sym")
+
+    def __init__(self, pattern: Any):
+        if sp.issparse(pattern):
+            csr = sp.csr_array(pattern)
+            if not csr.has_canonical_format:
+                csr = csr.copy()
+                csr.sum_duplicates()
+            shape = csr.shape
+            indptr, indices = csr.indptr, csr.indices
+        else:
+            dense = np.asarray(pattern)
+            if dense.ndim != 2:
+                raise ValueError(
+                    f"a sparsity pattern must be 2-D, got an array of shape {dense.shape}; "
+                    "pass a scipy.sparse matrix or a 2-D boolean array")
+            shape = dense.shape
+            mask = dense != 0
+            indptr = np.concatenate(([0], np.cumsum(mask.sum(axis=1))))
+            indices = np.nonzero(mask)[1]
+        if max(shape) >= 2**31 - 1 or len(indices) >= 2**31 - 1:
+            raise ValueError("patterns with 2**31 rows, columns or entries or more "
+                             "are not supported")
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int32)
+        self.indices = np.ascontiguousarray(indices, dtype=np.int32)
+        self._csc = None
+        self._sym = None
+
+    @property
+    def nnz(self) -> int:
+        return len(self.indices)
+
+    def rows(self) -> np.ndarray:
+        """Row index of every CSR position."""
+        return np.repeat(np.arange(self.shape[0], dtype=np.int32), np.diff(self.indptr))
+
+    def csc(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._csc is None:
+            csc = sp.csr_array((np.ones(self.nnz, dtype=np.int8), self.indices,
+                                self.indptr), shape=self.shape).tocsc()
+            csc.sort_indices()
+            self._csc = (np.ascontiguousarray(csc.indptr, dtype=np.int32),
+                         np.ascontiguousarray(csc.indices, dtype=np.int32))
+        return self._csc
+
+    def symmetric(self, what: str):
+        """``(mirror, eid, ends)`` of a structurally symmetric square pattern."""
+        if self._sym is None:
+            m, n = self.shape
+            if m != n:
+                raise ValueError(
+                    f"{what} needs a square symmetric pattern (a Hessian), got shape "
+                    f"{self.shape}; for a Jacobian use column_coloring and "
+                    "jacobian_recovery")
+            mirror, eid, ends, bad = _coloring.symmetric_structure(self.indptr,
+                                                                   self.indices)
+            if bad >= 0:
+                raise ValueError(
+                    f"{what} needs a symmetric pattern, but row {bad} has an entry "
+                    "whose mirror is missing; pass the pattern of H, or "
+                    "(P + P.T) if you only have one triangle P")
+            self._sym = (mirror, eid, ends)
+        return self._sym
+
+    def graph(self, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Adjacency graph ``(ptr, adj, eid)``: the pattern without its diagonal."""
+        _, eid, _ = self.symmetric(what)
+        rows = self.rows()
+        keep = self.indices != rows
+        ptr = np.zeros(self.shape[0] + 1, dtype=np.int32)
+        np.cumsum(np.bincount(rows[keep], minlength=self.shape[0]), out=ptr[1:])
+        return ptr, self.indices[keep], eid[keep]
+
+
+def _order(ptr_adj_or_none, n: int, order: str, build) -> np.ndarray:
+    if order not in ORDERS:
+        raise ValueError(f"unknown order {order!r}; use one of {', '.join(ORDERS)}")
+    if order == "natural":
+        return np.arange(n, dtype=np.int32)
+    ptr, adj = ptr_adj_or_none if ptr_adj_or_none is not None else build()
+    return _coloring.vertex_order(ptr, adj, order)
+
+
+def _colors_array(colors: Sequence[int], n: int) -> tuple[np.ndarray, int]:
+    arr = np.ascontiguousarray(colors, dtype=np.int32)
+    if arr.shape != (n,):
+        raise ValueError(f"expected one color per column ({n}), got shape {arr.shape}; "
+                         "pass the tuple returned by the coloring function")
+    if n and arr.min() < 0:
+        raise ValueError("colors must be non-negative integers")
+    return arr, (int(arr.max()) + 1 if n else 0)
+
+
+# --------------------------------------------------------------------------
+# Colorings
+# --------------------------------------------------------------------------
+
+def column_coloring(pattern: Any, order: str = "natural") -> Colors:
+    """Greedy distance-2 coloring of the columns of a Jacobian pattern.
+
+    Each column, in ``order``, takes the smallest color not used by an
+    earlier-colored column that shares a row with it, so columns of one color
+    can share a seed direction.
+
+    Parameters
+    ----------
+    pattern : scipy.sparse matrix or array_like, shape (m, n)
+        Sparsity pattern of J.
+    order : {"natural", "largest_first", "smallest_last", "incidence_degree"}
+        Vertex order on the column intersection graph.  ``"natural"`` never
+        builds that graph; the others do (its size is the sum of the squared
+        row counts).
+
+    Returns
+    -------
+    tuple of int, length n
+        Color of every column, numbered from 0.
+
+    Examples
+    --------
+    >>> column_coloring([[1, 0, 1], [0, 1, 0], [1, 0, 1]])
+    (0, 0, 1)
+    """
+    pat = _Pattern(pattern)
+    n = pat.shape[1]
+    col_ptr, col_rows = pat.csc()
+    perm = _order(None, n, order, lambda: _coloring.intersection_graph(
+        col_ptr, col_rows, pat.indptr, pat.indices))
+    colors, _ = _coloring.distance2_coloring(col_ptr, col_rows, pat.indptr,
+                                             pat.indices, perm)
+    return tuple(colors.tolist())
+
+
+def _symmetric_coloring(pattern, order, kernel, what) -> Colors:
+    pat = _Pattern(pattern)
+    ptr, adj, eid = pat.graph(what)
+    perm = _order((ptr, adj), pat.shape[0], order, None)
+    colors, _ = kernel(ptr, adj, eid, perm)
+    return tuple(colors.tolist())
+
+
+def star_coloring(pattern: Any, order: str = "natural") -> Colors:
+    """Star coloring of a symmetric (Hessian) pattern.
+
+    Gebremedhin, Tarafdar, Manne & Pothen, SIAM J. Sci. Comput. 29(3), 2007,
+    Algorithm 4.1.  The coloring is proper on the adjacency graph (diagonal
+    ignored) and every path on four vertices uses at least three colors, so
+    every entry can be read directly from ``B = H @ S`` (see
+    :func:`star_recovery`).
+
+    Parameters
+    ----------
+    pattern : scipy.sparse matrix or array_like, shape (n, n)
+        Structurally symmetric sparsity pattern of H.
+    order : {"natural", "largest_first", "smallest_last", "incidence_degree"}
+        Vertex order on the adjacency graph.
+
+    Returns
+    -------
+    tuple of int, length n
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> arrow = np.eye(5, dtype=bool); arrow[-1, :] = arrow[:, -1] = True
+    >>> star_coloring(arrow)
+    (0, 0, 0, 0, 1)
+    """
+    return _symmetric_coloring(pattern, order, _coloring.star_coloring_kernel,
+                               "star_coloring")
+
+
+def acyclic_coloring(pattern: Any, order: str = "natural") -> Colors:
+    """Acyclic coloring of a symmetric (Hessian) pattern.
+
+    Gebremedhin, Tarafdar, Manne & Pothen, SIAM J. Sci. Comput. 29(3), 2007,
+    Algorithm 3.1 (disjoint-set forest of 2-colored trees).  The coloring is
+    proper and every cycle uses at least three colors; it needs at most as
+    many colors as a star coloring, and recovery solves along the 2-colored
+    trees (:func:`acyclic_recovery`).
+
+    Parameters
+    ----------
+    pattern : scipy.sparse matrix or array_like, shape (n, n)
+        Structurally symmetric sparsity pattern of H.
+    order : {"natural", "largest_first", "smallest_last", "incidence_degree"}
+
+    Returns
+    -------
+    tuple of int, length n
+    """
+    return _symmetric_coloring(pattern, order, _coloring.acyclic_coloring_kernel,
+                               "acyclic_coloring")
+
+
+def color_groups(colors: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+    """Column indices of each color, in increasing color and column order.
+
+    >>> color_groups((0, 0, 1))
+    ((0, 1), (2,))
+    """
+    arr = np.asarray(colors, dtype=np.int64)
+    if arr.size == 0:
+        return ()
+    perm = np.argsort(arr, kind="stable")
+    bounds = np.searchsorted(arr[perm], np.arange(int(arr.max()) + 2))
+    return tuple(tuple(perm[bounds[c]:bounds[c + 1]].tolist())
+                 for c in range(len(bounds) - 1))
+
+
+# --------------------------------------------------------------------------
+# Recovery
+# --------------------------------------------------------------------------
+
+class _Recovery:
+    """Common part: the seed matrix, the shape check and ``to_sparse``."""
+
+    _kind = "J"
+
+    def __init__(self, pat: _Pattern, colors: np.ndarray, ncolors: int):
+        self.shape = pat.shape
+        self.colors = colors
+        self.ncolors = ncolors
+        self.nnz = pat.nnz
+        self._indptr = pat.indptr
+        self._indices = pat.indices
+        self._seed = None
+
+    @property
+    def seed(self) -> np.ndarray:
+        """Seed matrix S, shape (n, ncolors): ``S[j, colors[j]] = 1``."""
+        if self._seed is None:
+            n = self.shape[1]
+            seed = np.zeros((n, self.ncolors))
+            seed[np.arange(n), self.colors] = 1.0
+            seed.flags.writeable = False
+            self._seed = seed
+        return self._seed
+
+    def _flat(self, B: Any) -> np.ndarray:
+        B = np.asarray(B)
+        want = (self.shape[0], self.ncolors)
+        if B.shape != want:
+            raise ValueError(
+                f"B has shape {B.shape}, but the compressed product {self._kind} @ S "
+                f"for this pattern has shape {want}: evaluate {self._kind} times "
+                "each column of `seed` (forward mode) and stack the results as columns")
+        if not np.issubdtype(B.dtype, np.inexact):
+            B = B.astype(np.float64)
+        return np.ascontiguousarray(B).reshape(-1)
+
+    def to_sparse(self, values: Any) -> sp.csr_array:
+        """Values in pattern order -> ``scipy.sparse.csr_array``."""
+        values = np.asarray(values)
+        if values.shape != (self.nnz,):
+            raise ValueError(f"expected {self.nnz} values in pattern order, got shape "
+                             f"{values.shape}; pass the output of recover(B)")
+        return sp.csr_array((values, self._indices.copy(), self._indptr.copy()),
+                            shape=self.shape)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(shape={self.shape}, nnz={self.nnz}, "
+                f"ncolors={self.ncolors})")
+
+
+class JacobianRecovery(_Recovery):
+    """Recover J's nonzeros from ``B = J @ S`` by a fixed gather.
+
+    Attributes
+    ----------
+    seed : ndarray, shape (n, ncolors)
+    gather : ndarray of intp, shape (nnz,)
+        Flat index into ``B`` (C order) of every nonzero, in pattern order.
+    """
+
+    def __init__(self, pat: _Pattern, colors: np.ndarray, ncolors: int, gather):
+        super().__init__(pat, colors, ncolors)
+        self.gather = gather
+
+    def recover(self, B: Any) -> np.ndarray:
+        """Nonzero values of J in pattern (CSR) order, shape (nnz,)."""
+        return self._flat(B)[self.gather]
+
+
+class StarRecovery(JacobianRecovery):
+    """Recover a symmetric H from ``B = H @ S`` by a fixed gather."""
+
+    _kind = "H"
+
+
+class AcyclicRecovery(_Recovery):
+    """Recover a symmetric H from ``B = H @ S`` by substitution on trees.
+
+    The off-diagonal entries are solved along the 2-colored trees of the
+    acyclic coloring, leaves first, in an order fixed at construction; the
+    diagonal is a gather.
+    """
+
+    _kind = "H"
+
+    def __init__(self, pat, colors, ncolors, plan, tree_ptr, gather, diag_pos,
+                 diag_gather):
+        super().__init__(pat, colors, ncolors)
+        self.plan = plan
+        self.tree_ptr = tree_ptr
+        self.gather = gather
+        self.diag_pos = diag_pos
+        self.diag_gather = diag_gather
+        self._acc = np.zeros(pat.shape[0] + 1)
+
+    def recover(self, B: Any) -> np.ndarray:
+        """Nonzero values of H in pattern (CSR) order, shape (nnz,)."""
+        flat = np.asarray(self._flat(B), dtype=np.float64)
+        values = np.zeros(self.nnz)
+        values[self.diag_pos] = flat[self.diag_gather]
+        _coloring.substitute(flat, self.gather, self.plan, self.tree_ptr, self._acc,
+                             values)
+        return values
+
+
+def jacobian_recovery(pattern: Any, colors: Sequence[int]) -> JacobianRecovery:
+    """Build the recovery of a Jacobian from its compressed product.
+
+    Parameters
+    ----------
+    pattern : scipy.sparse matrix or array_like, shape (m, n)
+    colors : sequence of int, length n
+        A column coloring, e.g. from :func:`column_coloring`.
+
+    Returns
+    -------
+    JacobianRecovery
+        ``.seed`` (n, ncolors); ``.recover(B)`` with ``B = J @ seed`` of shape
+        (m, ncolors) returns the nnz values in pattern order;
+        ``.to_sparse(values)`` returns a ``scipy.sparse.csr_array``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> J = np.array([[3.0, 0, 1], [0, 4, 0], [2, 0, 6]])
+    >>> rec = jacobian_recovery(J != 0, (0, 0, 1))
+    >>> rec.recover(J @ rec.seed)
+    array([3., 1., 4., 2., 6.])
+    """
+    pat = _Pattern(pattern)
+    arr, nc = _colors_array(colors, pat.shape[1])
+    unique = _coloring.unique_in_row(pat.indptr, pat.indices, arr, nc).view(bool)
+    rows = pat.rows()
+    if not unique.all():
+        raise ValueError(f"row {rows[np.argmin(unique)]} has two columns of one color, "
+                         "so their entries mix in B; use column_coloring(pattern) for "
+                         "the colors")
+    gather = rows.astype(np.intp) * nc + arr[pat.indices]
+    return JacobianRecovery(pat, arr, nc, gather)
+
+
+def star_recovery(pattern: Any, colors: Sequence[int]) -> StarRecovery:
+    """Build the direct recovery of a symmetric H from ``B = H @ S``.
+
+    Entry (i, j) is read from ``B[i, colors[j]]`` when no other column of
+    that color has an entry in row i, and otherwise from ``B[j, colors[i]]``;
+    a star coloring guarantees one of the two.  The indices are precomputed.
+
+    Parameters
+    ----------
+    pattern : scipy.sparse matrix or array_like, shape (n, n)
+        Structurally symmetric pattern of H.
+    colors : sequence of int, length n
+        A star coloring, e.g. from :func:`star_coloring`.
+
+    Returns
+    -------
+    StarRecovery
+    """
+    pat = _Pattern(pattern)
+    mirror, _, _ = pat.symmetric("star_recovery")
+    arr, nc = _colors_array(colors, pat.shape[1])
+    unique = _coloring.unique_in_row(pat.indptr, pat.indices, arr, nc).view(bool)
+    mirrored = unique[mirror]  # (j, i) is alone of color(i) in row j
+    rows = pat.rows()
+    if not (unique | mirrored).all():
+        raise ValueError(f"an entry in row {rows[np.argmin(unique | mirrored)]} cannot be "
+                         "read from B at either of its two places; the colors are not a "
+                         "star coloring: use star_coloring(pattern), or "
+                         "acyclic_recovery for an acyclic coloring")
+    gather = np.where(unique, rows.astype(np.intp) * nc + arr[pat.indices],
+                      pat.indices.astype(np.intp) * nc + arr[rows])
+    return StarRecovery(pat, arr, nc, gather)
+
+
+def acyclic_recovery(pattern: Any, colors: Sequence[int]) -> AcyclicRecovery:
+    """Build the substitution recovery of a symmetric H from ``B = H @ S``.
+
+    Gebremedhin, Pothen, Tarafdar & Walther, INFORMS J. Computing 21(2),
+    2009.  Each 2-colored tree is solved leaves first: a leaf's entry is its
+    row sum in B less the entries already solved in that row.
+
+    Parameters
+    ----------
+    pattern : scipy.sparse matrix or array_like, shape (n, n)
+        Structurally symmetric pattern of H.
+    colors : sequence of int, length n
+        An acyclic (or star) coloring, e.g. from :func:`acyclic_coloring`.
+
+    Returns
+    -------
+    AcyclicRecovery
+    """
+    pat = _Pattern(pattern)
+    mirror, eid, ends = pat.symmetric("acyclic_recovery")
+    arr, nc = _colors_array(colors, pat.shape[1])
+    plan, tree_ptr, bad = _coloring.tree_plan(pat.indptr, pat.indices, mirror, eid,
+                                              ends, arr, nc)
+    if bad >= 0:
+        raise ValueError(f"vertex {bad} has a neighbor of its own color or lies on a "
+                         "2-colored cycle; the colors are not an acyclic coloring: use "
+                         "acyclic_coloring(pattern)")
+    gather = plan[:, 0].astype(np.intp) * nc + arr[plan[:, 1]]
+    rows = pat.rows()
+    diag_pos = np.flatnonzero(pat.indices == rows)
+    diag_gather = rows[diag_pos].astype(np.intp) * nc + arr[rows[diag_pos]]
+    return AcyclicRecovery(pat, arr, nc, plan, tree_ptr, gather, diag_pos, diag_gather)
+
+
+# --------------------------------------------------------------------------
+# Independent checkers (numpy/scipy only, no shared code with the kernels)
+# --------------------------------------------------------------------------
+
+def _coo(pattern: Any) -> tuple[tuple[int, int], np.ndarray, np.ndarray]:
+    if sp.issparse(pattern):
+        coo = sp.coo_array(pattern)
+        return coo.shape, np.asarray(coo.row, np.int64), np.asarray(coo.col, np.int64)
+    dense = np.asarray(pattern)
+    rows, cols = np.nonzero(dense)
+    return dense.shape, rows.astype(np.int64), cols.astype(np.int64)
+
+
+def is_valid_column_coloring(pattern: Any, colors: Sequence[int]) -> bool:
+    """True when no row has two distinct columns of one color."""
+    (m, n), rows, cols = _coo(pattern)
+    colors = np.asarray(colors, dtype=np.int64)
+    if colors.shape != (n,) or (n and colors.min() < 0):
+        return False
+    cells = np.unique(rows * n + cols)  # distinct (row, column) entries
+    r, c = cells // n, cells % n
+    return len(np.unique(r * (n + 1) + colors[c])) == len(cells)
+
+
+def _edges(pattern: Any, colors) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    (m, n), rows, cols = _coo(pattern)
+    colors = np.asarray(colors, dtype=np.int64)
+    if m != n or colors.shape != (n,):
+        return None
+    off = rows != cols
+    cells = np.unique(np.concatenate([rows[off] * n + cols[off], cols[off] * n + rows[off]]))
+    return cells // n, cells % n, colors  # both directions of every edge
+
+
+def is_valid_star_coloring(pattern: Any, colors: Sequence[int]) -> bool:
+    """True for a proper coloring with no 2-colored path on four vertices.
+
+    The pattern is read as an undirected graph (diagonal ignored, symmetrized).
+    A path v-w-x-y is 2-colored exactly when w has a neighbor other than x of
+    color(x) and x has a neighbor other than w of color(w).
+    """
+    edges = _edges(pattern, colors)
+    if edges is None:
+        return False
+    u, w, colors = edges
+    if np.any(colors[u] == colors[w]):
+        return False
+    k = int(colors.max()) + 1 if len(colors) else 1
+    key = u * k + colors[w]  # (vertex, neighbor color) for every directed edge
+    uniq, count = np.unique(key, return_counts=True)
+    many = count[np.searchsorted(uniq, key)] >= 2  # u has >= 2 nbrs of color(w)
+    mirror = count[np.searchsorted(uniq, w * k + colors[u])] >= 2
+    return not np.any(many & mirror)
+
+
+def is_valid_acyclic_coloring(pattern: Any, colors: Sequence[int]) -> bool:
+    """True for a proper coloring in which every cycle uses three colors.
+
+    Each pair of color classes must induce a forest: edges = vertices -
+    components, counted with ``scipy.sparse.csgraph``.
+    """
+    edges = _edges(pattern, colors)
+    if edges is None:
+        return False
+    u, w, colors = edges
+    if np.any(colors[u] == colors[w]):
+        return False
+    one = u < w
+    u, w = u[one], w[one]
+    if len(u) == 0:
+        return True
+    k = int(colors.max()) + 1
+    lo = np.minimum(colors[u], colors[w])
+    pair = lo * k + np.maximum(colors[u], colors[w])
+    # One node per (vertex, color pair) the vertex takes part in.
+    keys, inv = np.unique(np.concatenate([u * k * k + pair, w * k * k + pair]),
+                          return_inverse=True)
+    a, b = inv[:len(u)], inv[len(u):]
+    graph = sp.coo_array((np.ones(len(a)), (a, b)), shape=(len(keys), len(keys)))
+    ncomp, _ = connected_components(graph, directed=False)
+    return len(u) == len(keys) - ncomp
