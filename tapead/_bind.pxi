@@ -2,6 +2,7 @@
 # (included by _core.pyx).
 
 
+@cython.final
 cdef class ForwardTrace(Trace):
     """A forward-mode transform: boxes are dual numbers ``Dual``."""
 

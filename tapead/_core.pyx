@@ -108,129 +108,10 @@ def install_generic(binary, unary, methods):
     _box_methods = methods
 
 
-cdef class Box:
-    """Base of ``Tracer`` and ``Dual``: the overloaded operators."""
-    __array_priority__ = 1000.0
+include "_boxes.pxi"
 
-    def __add__(self, other): return binary(OP_ADD, self, other)
-    def __radd__(self, other): return binary(OP_ADD, other, self)
-    def __sub__(self, other): return binary(OP_SUB, self, other)
-    def __rsub__(self, other): return binary(OP_SUB, other, self)
-    def __mul__(self, other): return binary(OP_MUL, self, other)
-    def __rmul__(self, other): return binary(OP_MUL, other, self)
-    def __truediv__(self, other): return binary(OP_DIV, self, other)
-    def __rtruediv__(self, other): return binary(OP_DIV, other, self)
-    def __pow__(self, other, mod):
-        if mod is not None:
-            raise TypeError("pow() with a modulus is not differentiable")
-        return binary(OP_POW, self, other)
-    def __rpow__(self, other, mod):
-        return binary(OP_POW, other, self)
-    def __neg__(self): return unary(OP_NEG, self)
-    def __pos__(self): return unary(OP_POS, self)
-    def __abs__(self): return unary(OP_ABS, self)
-    def __matmul__(self, other): return _box_methods["matmul"](self, other)
-    def __rmatmul__(self, other): return _box_methods["matmul"](other, self)
-
-    # comparisons give plain bools (recorded as guards on tapes)
-    def __lt__(self, other): return compare(self, other, 0)
-    def __le__(self, other): return compare(self, other, 1)
-    def __gt__(self, other): return compare(self, other, 2)
-    def __ge__(self, other): return compare(self, other, 3)
-    def __eq__(self, other): return compare(self, other, 4)
-    def __ne__(self, other): return compare(self, other, 5)
-    __hash__ = object.__hash__
-
-    def __bool__(self): return bool(compare(self, 0.0, 5))
-    def __float__(self): return float(escape(self))
-    def __int__(self): return int(escape(self))
-    def __index__(self):
-        raise TypeError("a traced value cannot be used as an index: its "
-                        "derivative would be lost; use an integer array")
-
-    # the numpy protocols and array methods live in the Python layer
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return _box_methods["__array_ufunc__"](ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func, types, args, kwargs):
-        return _box_methods["__array_function__"](func, types, args, kwargs)
-
-    def __array__(self, dtype=None, copy=None):
-        raise TypeError(
-            "a tapead tracer cannot be turned into a numpy array: that would "
-            "drop its derivative. Use tapead.numpy functions (or plain numpy "
-            "functions, which dispatch to tapead), or ta.stop_gradient(x) "
-            "if you really want the value")
-
-    def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
-    def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
-    def __len__(self):
-        shape = self.shape
-        if not shape:
-            raise TypeError("len() of a 0-d traced value")
-        return shape[0]
-    def __iter__(self):
-        return (self[i] for i in range(len(self)))
-    def __getattr__(self, name):
-        return _box_methods["getattr"](self, name)
-
-    @property
-    def shape(self): return np.shape(self.primal)
-    @property
-    def ndim(self): return len(self.shape)
-    @property
-    def size(self): return int(np.prod(self.shape))
-    @property
-    def dtype(self):
-        v = self.primal
-        if isinstance(v, Box):
-            return v.dtype
-        return np.result_type(v)
-
-
-@cython.final
-cdef class Tracer(Box):
-    """A value being recorded on a ``Tape`` (reverse mode).
-
-    ``idx`` is the node id.  A scalar float value is kept unboxed
-    (``oval is None``); anything else (an array, a nested box) is ``oval``.
-    """
-    cdef readonly Tape tape
-    cdef readonly Py_ssize_t idx
-    cdef double dval
-    cdef object oval
-
-    @property
-    def primal(self):
-        return self.dval if self.oval is None else self.oval
-
-    @property
-    def level(self): return self.tape.level
-
-    def __repr__(self):
-        return f"Tracer(node={self.idx}, level={self.tape.level}, value={self.primal!r})"
-
-
-@cython.final
-cdef class Dual(Box):
-    """A dual number p + t·ε of a ``ForwardTrace`` (forward mode).
-
-    Scalar float primal and tangent are unboxed (``op is None``); otherwise
-    ``op``/``ot`` hold arrays or nested boxes.
-    """
-    cdef readonly ForwardTrace trace
-    cdef double dp, dt
-    cdef object op, ot
-
-    @property
-    def primal(self): return self.dp if self.op is None else self.op
-    @property
-    def tangent(self): return self.dt if self.op is None else self.ot
-    @property
-    def level(self): return self.trace.level
-
-    def __repr__(self):
-        return f"Dual({self.primal!r}, {self.tangent!r}, level={self.trace.level})"
+#: ``isinstance(x, Box)``: is x a traced value (of any transform)?
+Box = (Tracer, Dual)
 
 
 cdef inline Tracer new_tracer(Tape tape, Py_ssize_t idx, double dval, object oval):
@@ -257,7 +138,7 @@ cdef inline bint is_fast_number(object x):
     return isinstance(x, float) or (type(x) is int)
 
 
-cpdef object binary(int op, object x, object y):
+cdef inline object binary(int op, object x, object y):
     """Apply binary opcode ``op``; C fast paths for unboxed scalars."""
     cdef Tracer tx, ty
     cdef Dual dx, dy
@@ -307,7 +188,7 @@ cpdef object binary(int op, object x, object y):
     return _generic_binary(op, x, y)
 
 
-cpdef object unary(int op, object x):
+cdef inline object unary(int op, object x):
     """Apply unary opcode ``op``; C fast paths for unboxed scalars."""
     cdef Tracer tx
     cdef Dual dx
@@ -323,6 +204,32 @@ cpdef object unary(int op, object x):
             scalar_eval(op, dx.dp, 0.0, &v, &d0, &d1)
             return new_dual(dx.trace, v, d0 * dx.dt, None, None)
     return _generic_unary(op, x)
+
+
+def classify_leaves(seq):
+    """2 when every item of list/tuple ``seq`` is a Python float, 1 when
+    every item is a number or an array (a flat pytree), else 0."""
+    cdef int kind = 2
+    cdef object t
+    for x in seq:
+        t = type(x)
+        if t is float:
+            continue
+        if t is int or t is np.ndarray or t is np.float64 or t is np.float32:
+            kind = 1
+        else:
+            return 0
+    return kind
+
+
+def apply_binary(int op, x, y):
+    """Python entry to ``binary``: apply scalar opcode ``op`` to (x, y)."""
+    return binary(op, x, y)
+
+
+def apply_unary(int op, x):
+    """Python entry to ``unary``: apply scalar opcode ``op`` to x."""
+    return unary(op, x)
 
 
 def scalar_rule(int op, double x, double y=0.0):
@@ -397,5 +304,6 @@ cdef object escape(object x):
     return v
 
 
+include "_ufuncs.pxi"
 include "_tape.pxi"
 include "_bind.pxi"

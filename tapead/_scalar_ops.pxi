@@ -7,9 +7,31 @@
 # derivatives as numpy expressions for arrays and nested transforms; the
 # test suite checks the two against each other to 1e-15.
 
-from libc.math cimport (sin, cos, tan, exp, log, log1p, expm1, sqrt, tanh,
-                        atan, atan2, asin, acos, sinh, cosh, fabs, pow, exp2, log2,
-                        log10, asinh, acosh, atanh, cbrt, NAN, INFINITY)
+from libc.math cimport (
+    sin as c_sin,
+    cos as c_cos,
+    tan as c_tan,
+    exp as c_exp,
+    log as c_log,
+    log1p as c_log1p,
+    expm1 as c_expm1,
+    sqrt as c_sqrt,
+    tanh as c_tanh,
+    atan as c_atan,
+    atan2 as c_atan2,
+    asin as c_asin,
+    acos as c_acos,
+    sinh as c_sinh,
+    cosh as c_cosh,
+    fabs as c_fabs,
+    pow as c_pow,
+    exp2 as c_exp2,
+    log2 as c_log2,
+    log10 as c_log10,
+    asinh as c_asinh,
+    acosh as c_acosh,
+    atanh as c_atanh,
+    cbrt as c_cbrt)
 
 cdef enum:
     # structural nodes (no C rule)
@@ -80,14 +102,14 @@ cdef inline double _pow_base_partial(double x, double c) noexcept nogil:
     # d/dx x**c, with the conventions 0 for c == 0 and x**0 == 1
     if c == 0.0:
         return 0.0
-    return c * pow(x, c - 1.0)
+    return c * c_pow(x, c - 1.0)
 
 
 cdef inline double _pow_exp_partial(double x, double v) noexcept nogil:
     # d/dy x**y = x**y log x; 0 where x**y == 0 (JAX's convention at x == 0)
     if v == 0.0:
         return 0.0
-    return v * log(x)
+    return v * c_log(x)
 
 
 cdef inline int scalar_eval(int op, double x, double y, double *v,
@@ -110,7 +132,7 @@ cdef inline int scalar_eval(int op, double x, double y, double *v,
     elif op == OP_DIV:
         v[0] = x / y; d0[0] = 1.0 / y; d1[0] = -v[0] / y
     elif op == OP_POW:
-        v[0] = pow(x, y); d0[0] = _pow_base_partial(x, y)
+        v[0] = c_pow(x, y); d0[0] = _pow_base_partial(x, y)
         d1[0] = _pow_exp_partial(x, v[0])
     elif op == OP_MAXIMUM:
         # ties split the derivative evenly (JAX's convention; docs/nonsmooth)
@@ -123,9 +145,9 @@ cdef inline int scalar_eval(int op, double x, double y, double *v,
         d1[0] = 1.0 - d0[0]
     elif op == OP_ATAN2:
         t = x * x + y * y
-        v[0] = atan2(x, y); d0[0] = y / t; d1[0] = -x / t
+        v[0] = c_atan2(x, y); d0[0] = y / t; d1[0] = -x / t
     elif op == OP_HYPOT:
-        v[0] = sqrt(x * x + y * y); d0[0] = x / v[0]; d1[0] = y / v[0]
+        v[0] = c_sqrt(x * x + y * y); d0[0] = x / v[0]; d1[0] = y / v[0]
     elif op == OP_ADDC:
         v[0] = x + y; d0[0] = 1.0; d1[0] = y
     elif op == OP_SUBC:
@@ -139,73 +161,73 @@ cdef inline int scalar_eval(int op, double x, double y, double *v,
     elif op == OP_RDIVC:
         v[0] = y / x; d0[0] = -v[0] / x; d1[0] = y
     elif op == OP_POWC:
-        v[0] = pow(x, y); d0[0] = _pow_base_partial(x, y); d1[0] = y
+        v[0] = c_pow(x, y); d0[0] = _pow_base_partial(x, y); d1[0] = y
     elif op == OP_RPOWC:
-        v[0] = pow(y, x); d0[0] = _pow_exp_partial(y, v[0]); d1[0] = y
+        v[0] = c_pow(y, x); d0[0] = _pow_exp_partial(y, v[0]); d1[0] = y
     elif op == OP_NEG:
         v[0] = -x; d0[0] = -1.0
     elif op == OP_POS:
         v[0] = x; d0[0] = 1.0
     elif op == OP_ABS:
         # sign(x): 0 at the kink (docs/nonsmooth.md)
-        v[0] = fabs(x); d0[0] = 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
+        v[0] = c_fabs(x); d0[0] = 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
     elif op == OP_SIGN:
         v[0] = 1.0 if x > 0 else (-1.0 if x < 0 else (0.0 if x == 0 else x))
         d0[0] = 0.0
     elif op == OP_RELU:
         v[0] = x if x > 0 else 0.0; d0[0] = 1.0 if x > 0 else 0.0
     elif op == OP_SIN:
-        v[0] = sin(x); d0[0] = cos(x)
+        v[0] = c_sin(x); d0[0] = c_cos(x)
     elif op == OP_COS:
-        v[0] = cos(x); d0[0] = -sin(x)
+        v[0] = c_cos(x); d0[0] = -c_sin(x)
     elif op == OP_TAN:
-        v[0] = tan(x); d0[0] = 1.0 + v[0] * v[0]
+        v[0] = c_tan(x); d0[0] = 1.0 + v[0] * v[0]
     elif op == OP_EXP:
-        v[0] = exp(x); d0[0] = v[0]
+        v[0] = c_exp(x); d0[0] = v[0]
     elif op == OP_LOG:
-        v[0] = log(x); d0[0] = 1.0 / x
+        v[0] = c_log(x); d0[0] = 1.0 / x
     elif op == OP_LOG1P:
-        v[0] = log1p(x); d0[0] = 1.0 / (1.0 + x)
+        v[0] = c_log1p(x); d0[0] = 1.0 / (1.0 + x)
     elif op == OP_EXPM1:
-        v[0] = expm1(x); d0[0] = v[0] + 1.0
+        v[0] = c_expm1(x); d0[0] = v[0] + 1.0
     elif op == OP_SQRT:
-        v[0] = sqrt(x); d0[0] = 0.5 / v[0]
+        v[0] = c_sqrt(x); d0[0] = 0.5 / v[0]
     elif op == OP_TANH:
-        v[0] = tanh(x); d0[0] = 1.0 - v[0] * v[0]
+        v[0] = c_tanh(x); d0[0] = 1.0 - v[0] * v[0]
     elif op == OP_ARCTAN:
-        v[0] = atan(x); d0[0] = 1.0 / (1.0 + x * x)
+        v[0] = c_atan(x); d0[0] = 1.0 / (1.0 + x * x)
     elif op == OP_ARCSIN:
-        v[0] = asin(x); d0[0] = 1.0 / sqrt(1.0 - x * x)
+        v[0] = c_asin(x); d0[0] = 1.0 / c_sqrt(1.0 - x * x)
     elif op == OP_ARCCOS:
-        v[0] = acos(x); d0[0] = -1.0 / sqrt(1.0 - x * x)
+        v[0] = c_acos(x); d0[0] = -1.0 / c_sqrt(1.0 - x * x)
     elif op == OP_SINH:
-        v[0] = sinh(x); d0[0] = cosh(x)
+        v[0] = c_sinh(x); d0[0] = c_cosh(x)
     elif op == OP_COSH:
-        v[0] = cosh(x); d0[0] = sinh(x)
+        v[0] = c_cosh(x); d0[0] = c_sinh(x)
     elif op == OP_SIGMOID:
         if x >= 0:
-            v[0] = 1.0 / (1.0 + exp(-x))
+            v[0] = 1.0 / (1.0 + c_exp(-x))
         else:
-            t = exp(x); v[0] = t / (1.0 + t)
+            t = c_exp(x); v[0] = t / (1.0 + t)
         d0[0] = v[0] * (1.0 - v[0])
     elif op == OP_SQUARE:
         v[0] = x * x; d0[0] = 2.0 * x
     elif op == OP_RECIPROCAL:
         v[0] = 1.0 / x; d0[0] = -v[0] * v[0]
     elif op == OP_EXP2:
-        v[0] = exp2(x); d0[0] = v[0] * LN2
+        v[0] = c_exp2(x); d0[0] = v[0] * LN2
     elif op == OP_LOG2:
-        v[0] = log2(x); d0[0] = 1.0 / (x * LN2)
+        v[0] = c_log2(x); d0[0] = 1.0 / (x * LN2)
     elif op == OP_LOG10:
-        v[0] = log10(x); d0[0] = 1.0 / (x * LN10)
+        v[0] = c_log10(x); d0[0] = 1.0 / (x * LN10)
     elif op == OP_ARCSINH:
-        v[0] = asinh(x); d0[0] = 1.0 / sqrt(x * x + 1.0)
+        v[0] = c_asinh(x); d0[0] = 1.0 / c_sqrt(x * x + 1.0)
     elif op == OP_ARCCOSH:
-        v[0] = acosh(x); d0[0] = 1.0 / sqrt(x * x - 1.0)
+        v[0] = c_acosh(x); d0[0] = 1.0 / c_sqrt(x * x - 1.0)
     elif op == OP_ARCTANH:
-        v[0] = atanh(x); d0[0] = 1.0 / (1.0 - x * x)
+        v[0] = c_atanh(x); d0[0] = 1.0 / (1.0 - x * x)
     elif op == OP_CBRT:
-        v[0] = cbrt(x); d0[0] = 1.0 / (3.0 * v[0] * v[0])
+        v[0] = c_cbrt(x); d0[0] = 1.0 / (3.0 * v[0] * v[0])
     else:
         return -1
     return 0

@@ -37,6 +37,7 @@ cdef inline bint _is_scalar_float(object c):
         (<object>c).dtype == np.float64)
 
 
+@cython.final
 cdef class Tape(Trace):
     """A Wengert tape: an append-only list of nodes and their local rules.
 
@@ -144,6 +145,21 @@ cdef class Tape(Trace):
         i = self.push_record(OP_OBJ, rec, np.nan)
         self.inputs.append(i)
         return new_tracer(self, i, 0.0, value)
+
+    def input_many(self, list values):
+        """``[self.input(v) for v in values]``, with a C loop for floats."""
+        cdef list out = []
+        cdef Py_ssize_t i
+        cdef double d
+        for v in values:
+            if type(v) is float:
+                d = <double>v
+                i = self.push(OP_INPUT, -1, -1, d, 0.0, 0.0)
+                self.inputs.append(i)
+                out.append(new_tracer(self, i, d, None))
+            else:
+                out.append(self.input(v))
+        return out
 
     def process(self, prim, tuple args, tuple vals, ans, dict params):
         """Record primitive ``prim`` applied to ``args`` (boxed) / ``vals``."""
@@ -260,7 +276,7 @@ cdef class Tape(Trace):
     # ------------------------------------------------------------------
     # reverse sweep
     # ------------------------------------------------------------------
-    def backward(self, outputs, seeds, wrt):
+    def backward(self, outputs, seeds, wrt, bint dense=False):
         """Reverse sweep.
 
         Parameters
@@ -271,6 +287,9 @@ cdef class Tape(Trace):
             Adjoint seed of each output (float, array or box), same shapes.
         wrt : sequence of int
             Node ids whose adjoints are returned.
+        dense : bool
+            When every node of the tape is a scalar node, return the
+            adjoints as one float64 array (filled in C).
 
         Returns
         -------
@@ -278,7 +297,7 @@ cdef class Tape(Trace):
             The adjoint of each ``wrt`` node: a float (scalar nodes), an
             array or box, or ``None`` where nothing reached it.
         """
-        cdef Py_ssize_t top = -1, i, k, pid, steps = 0, nn = self.n
+        cdef Py_ssize_t top = -1, i, k, pid, steps = 0, nn = self.n, start
         cdef double g
         cdef double *buf
         cdef double *adj
@@ -287,7 +306,6 @@ cdef class Tape(Trace):
         cdef Record rec
         cdef int o
         cdef bint all_fast = True
-        outputs = [int(i) for i in outputs]
         for i in outputs:
             if i < 0 or i >= nn:
                 raise IndexError(f"output node {i} is not on this tape")
@@ -307,8 +325,9 @@ cdef class Tape(Trace):
                 with nogil:
                     sweep_scalar(self.op, self.a, self.b, self.p0, self.p1, adj, top, &steps)
                 self.last_sweep_steps = steps
-                return [adj[i] if adj[i] != 0.0 or self._is_scalar(i) else None
-                        for i in wrt]
+                if dense:
+                    return _gather(adj, wrt)
+                return [adj[i] for i in wrt]
             hobj = <unsigned char *>calloc(nn + 1, 1)
             if hobj == NULL:
                 raise MemoryError("cannot allocate the adjoint buffer")
@@ -566,6 +585,22 @@ cdef class Tape(Trace):
                         f"({xa!r} {names[code]} {xb!r}); the recorded program is not "
                         "the one Python would run here. Re-record the function at "
                         "these inputs (ta.record) or use ta.grad, which traces eagerly.")
+
+
+cdef object _gather(double *adj, object wrt):
+    cdef Py_ssize_t k, n = len(wrt), start
+    out = np.empty(n, dtype=np.float64)
+    cdef double[::1] o = out
+    if type(wrt) is range and (<object>wrt).step == 1:
+        start = (<object>wrt).start
+        if n:
+            memcpy(&o[0], adj + start, n * sizeof(double))
+        return out
+    k = 0
+    for i in wrt:
+        o[k] = adj[<Py_ssize_t>i]
+        k += 1
+    return out
 
 
 cdef inline void _accumulate(Py_ssize_t j, object c, double *adj,

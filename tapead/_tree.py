@@ -3,16 +3,20 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
 
+from tapead._core import classify_leaves
+
 
 class TreeDef:
     """The structure of a pytree (its leaves removed)."""
 
-    __slots__ = ("kind", "meta", "children")
+    __slots__ = ("kind", "meta", "children", "flat", "all_float")
 
-    def __init__(self, kind, meta, children):
+    def __init__(self, kind, meta, children, flat=False):
         self.kind = kind          # "leaf", "tuple", "list", "dict", "none"
         self.meta = meta          # dict keys (sorted) for dicts
         self.children = children
+        self.flat = flat          # a tuple/list whose children are all leaves
+        self.all_float = False    # set by the transforms: every leaf a Python float
 
     def __eq__(self, other):
         return (isinstance(other, TreeDef) and self.kind == other.kind
@@ -33,6 +37,14 @@ LEAF = TreeDef("leaf", None, ())
 
 def tree_flatten(tree: Any) -> Tuple[List[Any], TreeDef]:
     """Leaves in order and the structure; iterative (no recursion limit)."""
+    if type(tree) in (list, tuple):
+        kind = classify_leaves(tree)
+        if kind:
+            # fast path: a flat sequence of numbers/arrays
+            td = TreeDef("tuple" if type(tree) is tuple else "list", None,
+                         (LEAF,) * len(tree), flat=True)
+            td.all_float = kind == 2
+            return list(tree), td
     leaves: List[Any] = []
     # build with an explicit stack of (node, parent_children_list)
     root_holder: list = []
@@ -82,6 +94,8 @@ def _freeze(td: TreeDef) -> TreeDef:
 
 def tree_unflatten(treedef: TreeDef, leaves: List[Any]) -> Any:
     """Inverse of ``tree_flatten``."""
+    if treedef.flat:
+        return tuple(leaves) if treedef.kind == "tuple" else list(leaves)
     it = iter(leaves)
 
     def build(td):

@@ -28,6 +28,8 @@ ArgNums = Union[int, Sequence[int]]
 
 def _check_leaf(x, what):
     """Validate a differentiable input leaf; returns it as float or array."""
+    if type(x) is float:
+        return x
     if isinstance(x, Box):
         return x
     if isinstance(x, bool) or (isinstance(x, np.ndarray) and x.dtype == bool):
@@ -72,6 +74,8 @@ def _zeros_like(x):
 
 def _as_result(g, like):
     """Bring an adjoint/tangent to the input's type: numpy, same dtype."""
+    if type(g) is float and type(like) is float:
+        return np.float64(g)
     if g is None:
         return _zeros_like(like)
     if isinstance(g, Box):
@@ -116,11 +120,14 @@ def _record(f, args, kwargs, argnums, name):
     try:
         for a in nums:
             leaves, td = tree_flatten(args[a])
-            leaves = [_check_leaf(x, f"{name}: argument {a}") for x in leaves]
-            tracers = [tape.input(x) for x in leaves]
+            if not td.all_float:
+                leaves = [_check_leaf(x, f"{name}: argument {a}") for x in leaves]
+            start = tape.n_nodes
+            tracers = tape.input_many(leaves)
             in_leaves.append(leaves)
             in_trees.append(td)
-            in_ids.append([t.idx for t in tracers])
+            in_ids.append(range(start, start + len(leaves)) if td.all_float else
+                          tape.inputs[len(tape.inputs) - len(leaves):])
             boxed[a] = tree_unflatten(td, tracers)
         out = f(*boxed, **kwargs)
     finally:
@@ -129,11 +136,18 @@ def _record(f, args, kwargs, argnums, name):
 
 
 def _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single):
-    flat_ids = [i for ids in in_ids for i in ids]
-    adjs = tape.backward(outputs, seeds, flat_ids) if outputs else [None] * len(flat_ids)
+    flat_ids = in_ids[0] if len(in_ids) == 1 else [i for ids in in_ids for i in ids]
+    adjs = (tape.backward(outputs, seeds, flat_ids, dense=True) if outputs
+            else [None] * len(flat_ids))
     result, k = [], 0
     for leaves, td in zip(in_leaves, in_trees):
-        gs = [_as_result(adjs[k + j], x) for j, x in enumerate(leaves)]
+        n = len(leaves)
+        if getattr(td, "all_float", False) and isinstance(adjs, np.ndarray):
+            gs = list(adjs[k:k + n])     # numpy float64 scalars
+        else:
+            if isinstance(adjs, np.ndarray):
+                adjs = list(adjs)
+            gs = [_as_result(adjs[k + j], x) for j, x in enumerate(leaves)]
         k += len(leaves)
         result.append(tree_unflatten(td, gs))
     return result[0] if single else tuple(result)

@@ -11,7 +11,8 @@ import numpy as np
 import scipy.special as sps
 
 from tapead import _core
-from tapead._core import Box, binary, unary, concrete
+from tapead._core import Box, concrete
+from tapead._core import apply_binary as binary, apply_unary as unary
 from tapead._prims.base import Primitive
 
 OP = _core.OPCODES

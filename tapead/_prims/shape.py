@@ -113,9 +113,20 @@ def getitem(x, idx):
     return x[idx]
 
 
+def _is_basic(idx) -> bool:
+    """Basic indexing (ints, slices, None, Ellipsis) never repeats an element."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    return all(isinstance(i, (int, np.integer, slice)) or i is None or i is Ellipsis
+               for i in items) or (not isinstance(idx, tuple) and isinstance(idx, np.ndarray)
+                                   and idx.dtype == bool)
+
+
 def _index_add_impl(g, idx, shape, dtype):
     out = np.zeros(shape, dtype=np.result_type(dtype, np.asarray(g).dtype))
-    np.add.at(out, idx, g)
+    if _is_basic(idx):
+        out[idx] += g
+    else:
+        np.add.at(out, idx, g)
     return out
 
 

@@ -7,11 +7,12 @@ from numpy import (e, pi, inf, nan, float32, float64, ndarray, shape, ndim,  # n
                    zeros, ones, zeros_like, ones_like, eye, arange, linspace, asarray,
                    array, empty)
 
-from tapead._prims.elementwise import (  # noqa: F401
+from tapead._core import (  # noqa: F401  (scalar fast path in C)
     negative, positive, absolute, sign, sin, cos, tan, exp, log, log1p, expm1, sqrt,
     tanh, arctan, arcsin, arccos, sinh, cosh, square, reciprocal, exp2, log2, log10,
     arcsinh, arccosh, arctanh, cbrt, add, subtract, multiply, divide, power, maximum,
-    minimum, arctan2, hypot, where)
+    minimum, arctan2, hypot)
+from tapead._prims.elementwise import where, sigmoid, relu  # noqa: F401
 from tapead._prims.reductions import sum, mean  # noqa: F401,A004
 from tapead._prims.shape import (reshape, transpose, swapaxes, broadcast_to,  # noqa: F401
                                  concatenate, stack)
