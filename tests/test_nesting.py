@@ -1,0 +1,61 @@
+"""Nested transforms: levels keep perturbations apart."""
+import numpy as np
+import pytest
+
+import tapead as ta
+import tapead.numpy as tnp
+
+
+def test_perturbation_confusion_reverse_over_reverse():
+    assert ta.grad(lambda x: x * ta.grad(lambda y: x * y)(3.0))(2.0) == 4.0
+
+
+def test_perturbation_confusion_forward_over_forward():
+    def outer(x):
+        inner = ta.jvp(lambda y: x * y, (3.0,), (1.0,))[1]     # d/dy (x y) = x
+        return x * inner
+    assert ta.jvp(outer, (2.0,), (1.0,))[1] == 4.0
+
+
+def test_perturbation_confusion_mixed_modes():
+    # Siskind & Pearlmutter's example: d/dx [x * d/dy (x + y)] = 1
+    inner = lambda x: ta.jvp(lambda y: x + y, (1.0,), (1.0,))[1]
+    assert ta.grad(lambda x: x * inner(x))(5.0) == 1.0
+    inner_r = lambda x: ta.grad(lambda y: x + y)(1.0)
+    assert ta.jvp(lambda x: x * inner_r(x), (5.0,), (1.0,))[1] == 1.0
+
+
+def test_dual_of_dual_second_derivative():
+    def d2(f, x):
+        return ta.jvp(lambda a: ta.jvp(f, (a,), (1.0,))[1], (x,), (1.0,))[1]
+    assert d2(lambda x: x ** 3, 2.0) == pytest.approx(12.0, rel=1e-15)
+    assert d2(tnp.sin, 0.7) == pytest.approx(-np.sin(0.7), rel=1e-15)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+def test_high_order_grad(depth):
+    f = tnp.exp
+    for _ in range(depth):
+        f = ta.grad(f)
+    assert f(0.3) == pytest.approx(np.exp(0.3), rel=1e-15)
+
+
+def test_grad_of_grad_of_array_function():
+    A = np.array([[2.0, 1.0], [1.0, 3.0]])
+
+    def q(x):
+        return 0.5 * tnp.sum(x * (A @ x)) + tnp.sum(tnp.sin(x))
+    x = np.array([0.3, -0.2])
+    H = ta.hessian(q)(x)
+    np.testing.assert_allclose(H, A - np.diag(np.sin(x)), rtol=1e-15, atol=1e-15)
+    H2 = ta.jacrev(ta.grad(q))(x)
+    np.testing.assert_allclose(H2, H, rtol=1e-15, atol=1e-15)
+    hv = ta.hvp(q, (x,), (np.array([1.0, 2.0]),))
+    np.testing.assert_allclose(hv, H @ np.array([1.0, 2.0]), rtol=1e-15)
+
+
+def test_closure_over_outer_tracer_in_array_code():
+    def outer(w):
+        return ta.grad(lambda v: tnp.sum(w * v * v))(np.array([1.0, 2.0])).sum()
+    # d/dw sum_i 2 w_i v_i  = 2 v
+    np.testing.assert_allclose(ta.grad(outer)(np.array([0.5, 0.25])), [2.0, 4.0])

@@ -1,0 +1,188 @@
+"""The tape itself: layout, sweeps, depth, replay and guards."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tapead as ta
+import tapead.numpy as tnp
+from tapead import _core
+from tapead._core import Tape
+
+
+def test_20000_deep_chain_has_no_recursion_limit():
+    def chain(x):
+        for _ in range(20000):
+            x = tnp.sin(x)
+        return x
+    g = ta.grad(chain)(0.5)
+    # reference by the same chain rule in plain floats
+    x, d = 0.5, 1.0
+    for _ in range(20000):
+        d *= np.cos(x)
+        x = np.sin(x)
+    assert g == pytest.approx(d, rel=1e-12)
+    # and the same depth in array code (Python-ruled nodes)
+    def achain(x):
+        for _ in range(20000):
+            x = x * 1.0001 + 0.0
+        return tnp.sum(x)
+    np.testing.assert_allclose(ta.grad(achain)(np.ones(2)), 1.0001 ** 20000 * np.ones(2))
+
+
+def test_33_nodes_with_2_to_30_paths_take_33_steps():
+    def doubling(x, y):
+        z = x * y                  # nodes 0, 1 (inputs) and 2
+        for _ in range(30):
+            z = z + z              # each node has two edges to the previous one
+        return z
+    rec = ta.record(doubling, 1.0, 1.0)
+    assert rec.n_nodes == 33
+    value, (gx, gy) = rec.value_and_grad(1.0, 1.0)
+    assert value == 2.0 ** 30 and gx == 2.0 ** 30 and gy == 2.0 ** 30
+    assert rec.tape.last_sweep_steps == 33     # every node visited once
+
+
+def test_scalar_node_layout_is_36_bytes():
+    assert Tape.bytes_per_scalar_node == 36
+    t = Tape()
+    x = t.input(2.0)
+    y = t.input(3.0)
+    z = x * y
+    op, a, b, val, p0, p1 = t.node(z.idx)
+    assert (op, a, b, val, p0, p1) == (_core.OPCODES["mul"], x.idx, y.idx, 6.0, 3.0, 2.0)
+    w = z * 4.0                            # constant operand: b = -1, constant in p1
+    op, a, b, val, p0, p1 = t.node(w.idx)
+    assert (op, a, b, val, p0, p1) == (_core.CONST_OPCODES["mulc"], z.idx, -1, 24.0, 4.0, 4.0)
+    mem = t.memory()
+    assert mem["index"] + mem["values"] == mem["total"]
+    assert mem["values"] == 2 * 24        # two scalar ops: value and two partials each
+
+
+def test_core_runs_without_the_numpy_layer():
+    """Layer 0 alone: load tapead._core with an empty tapead package."""
+    pkg = os.path.dirname(os.path.dirname(_core.__file__))
+    code = textwrap.dedent(f"""
+        import sys, types, importlib
+        pkg = types.ModuleType("tapead")
+        pkg.__path__ = [{os.path.join(pkg, 'tapead')!r}]
+        sys.modules["tapead"] = pkg
+        core = importlib.import_module("tapead._core")
+        assert "tapead._prims" not in sys.modules and "tapead.transforms" not in sys.modules
+        t = core.Tape()
+        x, y = t.input(1.0), t.input(2.0)
+        out = x * y + core.sin(x)
+        t.active = False
+        gx, gy = t.backward([out.idx], [1.0], [x.idx, y.idx])
+        assert abs(gx - 2.5403023058681398) < 1e-15 and gy == 1.0, (gx, gy)
+        print("ok")
+    """)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.stdout.strip() == "ok", res.stderr
+
+
+def test_forward_sweep_carries_k_directions():
+    t = Tape()
+    x, y = t.input(0.3), t.input(-1.2)
+    out = tnp.sin(x * y) + y
+    t.active = False
+    K = 3
+    seeds = {x.idx: np.array([1.0, 0.0, 2.0]), y.idx: np.array([0.0, 1.0, 3.0])}
+    (tan,) = t.forward_sweep(seeds, [out.idx], K)
+    c = np.cos(0.3 * -1.2)
+    J = np.array([c * -1.2, c * 0.3 + 1.0])
+    np.testing.assert_allclose(tan, [J[0], J[1], 2 * J[0] + 3 * J[1]], rtol=1e-15)
+
+
+def test_replay_at_new_inputs_without_python():
+    calls = []
+
+    def f(x, y):
+        calls.append(1)
+        return x * tnp.exp(y) - tnp.sqrt(x)
+    rec = ta.record(f, 2.0, 0.5)
+    v, (gx, gy) = rec.value_and_grad(3.0, -0.25)
+    assert calls == [1]
+    assert v == pytest.approx(3.0 * np.exp(-0.25) - np.sqrt(3.0), rel=1e-15)
+    assert gx == pytest.approx(np.exp(-0.25) - 0.5 / np.sqrt(3.0), rel=1e-15)
+    assert gy == pytest.approx(3.0 * np.exp(-0.25), rel=1e-15)
+    assert rec(1.0, 0.0) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_replay_of_array_tape():
+    W0 = np.ones((2, 3))
+
+    def loss(W, x):
+        return tnp.sum(tnp.tanh(W @ x) ** 2)
+    x = np.array([0.1, 0.2, 0.3])
+    rec = ta.record(loss, W0, x)
+    W1 = np.arange(6.0).reshape(2, 3) / 10
+    v, (gW, gx) = rec.value_and_grad(W1, x)
+    v2, (gW2, gx2) = ta.value_and_grad(loss, argnums=(0, 1))(W1, x)
+    assert v == v2
+    np.testing.assert_array_equal(gW, gW2)
+    np.testing.assert_array_equal(gx, gx2)
+
+
+def test_flipped_guard_raises_instead_of_wrong_derivative():
+    def f(x):
+        if x > 1.0:
+            return x * x
+        return -x
+    rec = ta.record(f, 2.0)
+    assert rec.value_and_grad(3.0)[1] == 6.0
+    with pytest.raises(ta.GuardFlippedError, match="Re-record"):
+        rec.value_and_grad(0.5)
+
+
+def test_while_loop_guard_and_escape_guard():
+    def f(x):
+        n = 0
+        while x < 10.0:            # trip count depends on the value
+            x = x * 2.0
+            n += 1
+        return x
+    rec = ta.record(f, 3.0)        # 3 -> 6 -> 12: two trips
+    assert rec.value_and_grad(4.0) == (16.0, 4.0)
+    with pytest.raises(ta.GuardFlippedError):
+        rec.value_and_grad(1.0)    # would need four trips
+
+    def g(x):
+        return x * float(x)        # the value escapes into a constant
+    rec = ta.record(g, 2.0)
+    with pytest.raises(ta.GuardFlippedError):
+        rec.value_and_grad(3.0)
+
+
+def test_replay_errors_say_what_to_do():
+    rec = ta.record(lambda x, y: x * y, 1.0, 2.0)
+    with pytest.raises(TypeError, match="takes 2 arguments"):
+        rec.value_and_grad(1.0)
+    rec = ta.record(lambda x: tnp.sum(x * x), np.ones(3))
+    with pytest.raises(ta.TapeReplayError, match="re-record"):
+        rec.value_and_grad(np.ones(4))
+
+
+def test_leaked_tracer_is_an_error():
+    leaked = []
+
+    def f(x):
+        leaked.append(x)
+        return x * 2.0
+    ta.grad(f)(1.0)
+    with pytest.raises(ta.LeakedTracerError, match="leaked"):
+        leaked[0] * 3.0
+
+
+def test_tape_memory_counts_values_and_residuals():
+    x = np.ones((4, 3))
+
+    def f(W, b):
+        return tnp.sum(tnp.tanh(x @ W + b))
+    rec = ta.record(f, np.ones((3, 2)), np.zeros(2))
+    mem = rec.tape.memory()
+    # x (saved by matmul), W (saved by matmul), matmul out, add out, tanh out, sum (8)
+    assert mem["values"] == (12 + 6 + 8 + 8 + 8) * 8 + 8
