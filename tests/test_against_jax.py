@@ -13,7 +13,7 @@ import pytest
 import tapead as ta
 import tapead.numpy as tnp
 
-from opspecs import F64, NP, case_id, cases, ns
+from opspecs import F64, case_id, cases, ns
 
 jax = pytest.importorskip("jax")
 jax.config.update("jax_enable_x64", True)
