@@ -331,7 +331,7 @@ def jacfwd(f: Callable, argnums: ArgNums = 0) -> Callable:
             oshape = np.shape(val)
             if t is None:
                 t = np.zeros((K,) + oshape, dtype=np.result_type(_core.concrete(val)))
-            t = np.asarray(t).reshape((K,) + oshape)
+            t = np.asarray(t, dtype=np.result_type(_core.concrete(val))).reshape((K,) + oshape)
             blocks, off = [], 0
             for xin, m in zip(flat_in, sizes):
                 blk = np.moveaxis(t[off:off + m], 0, -1).reshape(oshape + np.shape(xin))

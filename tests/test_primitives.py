@@ -52,9 +52,7 @@ LINEAR_JVP_BUG = (
     "(concatenate) zeroes the other arguments with np.result_type(arg); in "
     "forward-over-forward (jvp of jvp, check_grads order 2 'fwd') those arguments "
     "are outer-level Duals and np.result_type raises NonDifferentiableError")
-XFAIL = {"concatenate_axis0": LINEAR_JVP_BUG, "concatenate_axis1": LINEAR_JVP_BUG,
-         "concatenate_three": LINEAR_JVP_BUG, "stack": LINEAR_JVP_BUG,
-         "stack_axis1": LINEAR_JVP_BUG}
+XFAIL: dict = {}     # name -> reason; empty since the bug above was fixed
 
 
 def _param(case):
@@ -201,8 +199,7 @@ POW_CONST_BASE_BUG = (
     "tapead bug: power(c, y) with c a Python float and y float32: _pow_dy computes "
     "log(c) as an np.float64 scalar, which promotes the float32 tangent to float64; "
     "ta.jacfwd returns float64")
-DTYPE_XFAIL = {("maximum", None): MASK_F64_BUG, ("minimum", None): MASK_F64_BUG,
-               ("relu", None): MASK_F64_BUG, ("pow", "const_x_array"): POW_CONST_BASE_BUG}
+DTYPE_XFAIL: dict = {}   # (name, kind) -> reason; empty since both bugs were fixed
 
 
 def _dtype_param(case):

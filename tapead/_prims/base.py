@@ -114,7 +114,8 @@ class Primitive:
             args = list(vals)
             for j in range(len(args)):
                 if j != k and j not in self.static_args:
-                    args[j] = np.zeros(np.shape(args[j]), dtype=np.result_type(args[j]))
+                    args[j] = np.zeros(np.shape(args[j]),
+                                       dtype=np.result_type(_core.concrete(args[j])))
             args[k] = t
             out = self.impl(*args, **params) if not any(
                 isinstance(a, _core.Box) for a in args) else _core.bind(self, *args, **params)

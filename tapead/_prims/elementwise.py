@@ -7,6 +7,8 @@ tapead operations so it can be differentiated again.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.special as sps
 
@@ -76,9 +78,10 @@ def _sigmoid_np(x):
     return sps.expit(x)
 
 
-def _mask(cond):
-    """A constant 0/1 float mask from a condition on concrete values."""
-    return np.asarray(cond, dtype=np.float64)
+def _mask(cond, like):
+    """A constant 0/1 mask from a condition on concrete values, in like's dtype."""
+    dt = np.result_type(concrete(like))
+    return np.asarray(cond, dtype=dt if np.issubdtype(dt, np.floating) else np.float64)
 
 
 LN2 = float(np.log(2.0))
@@ -88,7 +91,7 @@ negative = _unary("neg", np.negative, lambda x, a: -1.0, saves=(), ufunc=np.nega
 positive = _unary("pos", np.positive, lambda x, a: 1.0, saves=(), ufunc=np.positive)
 absolute = _unary("abs", np.abs, lambda x, a: np.sign(concrete(x)), ufunc=np.absolute)
 sign = _unary("sign", np.sign, lambda x, a: 0.0 * a, saves=(), ufunc=np.sign)
-relu = _unary("relu", lambda x: np.maximum(x, 0), lambda x, a: _mask(concrete(x) > 0))
+relu = _unary("relu", lambda x: np.maximum(x, 0), lambda x, a: _mask(concrete(x) > 0, x))
 sin = _unary("sin", np.sin, lambda x, a: cos(x), ufunc=np.sin)
 cos = _unary("cos", np.cos, lambda x, a: -sin(x), ufunc=np.cos)
 tan = _unary("tan", np.tan, lambda x, a: 1.0 + a * a, saves=(), ufunc=np.tan)
@@ -154,6 +157,8 @@ def _pow_dx(x, y, ans):
 
 def _pow_dy(x, y, ans):
     # x**y log x, with 0 where x**y == 0
+    if type(x) is float or type(x) is int:
+        return 0.0 * ans if x == 0 else ans * math.log(x)     # a weak Python float
     zero = concrete(ans) == 0
     safe_x = where(zero, 1.0, x) if np.any(zero) else x
     return where(zero, 0.0, ans * log(safe_x)) if np.any(zero) else ans * log(safe_x)
@@ -161,12 +166,12 @@ def _pow_dy(x, y, ans):
 
 def _max_dx(x, y, ans):
     xc, yc = concrete(x), concrete(y)
-    return _mask(xc > yc) + 0.5 * _mask(xc == yc)
+    return _mask(xc > yc, ans) + 0.5 * _mask(xc == yc, ans)
 
 
 def _min_dx(x, y, ans):
     xc, yc = concrete(x), concrete(y)
-    return _mask(xc < yc) + 0.5 * _mask(xc == yc)
+    return _mask(xc < yc, ans) + 0.5 * _mask(xc == yc, ans)
 
 
 add = _binary("add", np.add, lambda x, y, a: 1.0, lambda x, y, a: 1.0, saves=(), ufunc=np.add)
