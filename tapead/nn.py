@@ -1,0 +1,92 @@
+"""Small building blocks for training loops: an MLP, a loss, tape memory.
+
+``mse`` is one primitive (it keeps only the difference array for its
+backward pass), so the tape of an MLP holds exactly what seed 004 counts.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Sequence
+
+import numpy as np
+
+from tapead._core import Box, bind
+from tapead._prims.base import Primitive
+from tapead._prims.elementwise import tanh
+
+__all__ = ["mse", "init_mlp", "mlp", "mlp_tape_nbytes"]
+
+
+def _mse_impl(pred, target):
+    d = pred - target
+    return np.mean(d * d)
+
+
+mse_p = Primitive("mse", _mse_impl, saves=())
+
+
+def _mse_save(vals, ans):
+    pred, target = vals
+    return (pred - target,)            # the difference array, nothing else
+
+
+mse_p.save = _mse_save
+mse_p.defvjp(lambda g, ans, d: (2.0 / np.size(d)) * g * d,
+             lambda g, ans, d: (-2.0 / np.size(d)) * g * d)
+mse_p.defjvp(lambda t, ans, pred, target: 2.0 * np.mean((pred - target) * t),
+             lambda t, ans, pred, target: -2.0 * np.mean((pred - target) * t))
+
+
+def mse(pred, target):
+    """Mean squared error ``mean((pred - target) ** 2)`` as one primitive.
+
+    Its tape node keeps the difference array (for the backward pass) and the
+    scalar loss, nothing else.
+    """
+    if np.shape(pred) != np.shape(target):
+        raise ValueError(f"mse: prediction shape {np.shape(pred)} and target shape "
+                         f"{np.shape(target)} differ; reshape the target (e.g. y[:, None])")
+    if isinstance(pred, Box) or isinstance(target, Box):
+        return bind(mse_p, pred, target)
+    return _mse_impl(pred, target)
+
+
+def init_mlp(sizes: Sequence[int], rng: np.random.Generator,
+             dtype=np.float64) -> Dict[str, np.ndarray]:
+    """Weights ``W{i}`` (scaled normal, variance 1/fan-in) and zero biases ``b{i}``."""
+    params = {}
+    for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:])):
+        params[f"W{i}"] = (rng.standard_normal((m, n)) / np.sqrt(m)).astype(dtype)
+        params[f"b{i}"] = np.zeros(n, dtype=dtype)
+    return params
+
+
+def mlp(params: Dict[str, np.ndarray], x, activation=tanh):
+    """``x @ W0 + b0 -> tanh -> ... -> @ W{L-1} + b{L-1}`` (linear output)."""
+    n_layers = len(params) // 2
+    h = x
+    for i in range(n_layers):
+        h = h @ params[f"W{i}"] + params[f"b{i}"]
+        if i < n_layers - 1:
+            h = activation(h)
+    return h
+
+
+def mlp_tape_nbytes(sizes: Sequence[int], batch: int, itemsize: int = 8) -> int:
+    """Bytes the tape of ``mse(mlp(params, x), y)`` holds, from shapes alone.
+
+    Counted as in seed 004: the input batch; per layer the weight matrix and
+    the matmul and bias-add outputs; per hidden layer the tanh output; the
+    loss's difference array and the scalar loss.  Biases are not saved
+    (adding a bias needs no stored value to differentiate).
+    """
+    sizes = list(sizes)
+    if len(sizes) < 2 or batch < 1:
+        raise ValueError("mlp_tape_nbytes: give at least [inputs, outputs] sizes and batch >= 1")
+    numbers = batch * sizes[0]
+    n_layers = len(sizes) - 1
+    for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:])):
+        numbers += m * n + 2 * batch * n
+        if i < n_layers - 1:
+            numbers += batch * n
+    numbers += batch * sizes[-1] + 1
+    return numbers * itemsize

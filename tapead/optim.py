@@ -1,0 +1,50 @@
+"""Optimizer steps over pytrees of parameters (plain numpy arithmetic)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tapead._tree import tree_flatten, tree_map, tree_unflatten
+
+__all__ = ["sgd", "Adam"]
+
+
+def sgd(params: Any, grads: Any, lr: float) -> Any:
+    """``params - lr * grads``, leaf by leaf (a new pytree)."""
+    return tree_map(lambda p, g: p - lr * g, params, grads)
+
+
+class Adam:
+    """Adam (Kingma & Ba 2015) over a pytree of numpy arrays.
+
+    >>> import numpy as np
+    >>> opt = Adam(lr=0.1)
+    >>> p = {"w": np.array([1.0])}
+    >>> p = opt.step(p, {"w": np.array([2.0])})
+    >>> float(p["w"][0])
+    0.9
+    """
+
+    def __init__(self, lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999,
+                 eps: float = 1e-8):
+        self.lr, self.b1, self.b2, self.eps = lr, b1, b2, eps
+        self.t = 0
+        self.m = None
+        self.v = None
+
+    def step(self, params: Any, grads: Any) -> Any:
+        p_leaves, td = tree_flatten(params)
+        g_leaves, _ = tree_flatten(grads)
+        if self.m is None:
+            self.m = [np.zeros_like(np.asarray(p)) for p in p_leaves]
+            self.v = [np.zeros_like(np.asarray(p)) for p in p_leaves]
+        self.t += 1
+        out = []
+        for i, (p, g) in enumerate(zip(p_leaves, g_leaves)):
+            self.m[i] = self.b1 * self.m[i] + (1 - self.b1) * g
+            self.v[i] = self.b2 * self.v[i] + (1 - self.b2) * g * g
+            mhat = self.m[i] / (1 - self.b1 ** self.t)
+            vhat = self.v[i] / (1 - self.b2 ** self.t)
+            out.append(p - self.lr * mhat / (np.sqrt(vhat) + self.eps))
+        return tree_unflatten(td, out)
