@@ -1,4 +1,4 @@
-"""Checkpointing schedules for reversing a chain of L steps, computed in C.
+"""The binomial (revolve) checkpointing schedule, computed in C.
 
 A schedule is an ``(n, 3)`` int64 array of ``(action, arg1, arg2)`` rows:
 
@@ -19,10 +19,12 @@ Slots are used as a stack: a TAKESHOT always writes the slot just above the
 highest live one, and a slot dies once the step whose input it holds has
 been reversed.  The initial state counts as a snapshot (slot 0).
 
-The schedules are built by ``noexcept nogil`` kernels that append rows to a
-growable C buffer; the ``def`` entry points validate their arguments, call a
-kernel, and copy the buffer into a numpy array.  ``tapead.checkpointing``
-turns the rows into named actions.
+One ``noexcept nogil`` step function decides each action from a small
+state struct (the revolve state machine, no recursion).
+``revolve_actions`` loops it into a growable C buffer and copies that into
+a numpy array; ``RevolveCursor`` yields the rows one by one in O(s)
+memory.  Both validate their arguments before entering C.
+``tapead.checkpointing`` turns the rows into named actions.
 """
 import numpy as np
 
@@ -129,96 +131,76 @@ cdef int64_t _revolve_advance_to(int64_t capo, int64_t fine, int64_t free_slots)
     return target
 
 
-cdef int _fill_revolve(ActionBuffer* buf, int64_t steps, int64_t snaps) noexcept nogil:
-    """Append the binomial (revolve) schedule for ``steps`` and ``snaps``.
+cdef struct RevolveState:
+    int64_t snaps       # snapshot slots, the initial state included
+    int64_t check       # top of the snapshot stack, -1 when empty
+    int64_t capo        # index of the current state
+    int64_t fine        # steps capo .. fine-1 are not yet reversed
+    int64_t* held       # held[k] = index of the state in slot k <= check
+    bint turned         # a firsturn has been issued
+    bint done           # terminate has been issued
 
-    An iterative version of the revolve state machine: each loop iteration
-    decides one action from (check, capo, fine), where ``capo`` is the index
-    of the current state, ``fine`` the end of the part not yet reversed and
-    ``check`` the top of the snapshot stack ``held`` (state indices).
-    """
-    cdef int64_t* held = <int64_t*> malloc((snaps if snaps > 0 else 1) * sizeof(int64_t))
-    if held == NULL:
+
+cdef int _revolve_init(RevolveState* state, int64_t steps, int64_t snaps) noexcept nogil:
+    """Set up ``state`` for a chain of ``steps`` steps; allocates ``held``."""
+    state.held = <int64_t*> malloc((snaps if snaps > 0 else 1) * sizeof(int64_t))
+    if state.held == NULL:
         return _NO_MEMORY
-    cdef int64_t check = -1
-    cdef int64_t capo = 0
-    cdef int64_t fine = steps
-    cdef int64_t oldcapo
-    cdef bint turned = False
-    cdef int status = _OK
-    while status == _OK:
-        if fine == capo:
-            if check == -1:
-                status = _push(buf, _TERMINATE, 0, 0)
-                break
-            capo = held[check]
-            status = _push(buf, _RESTORE, capo, check)
-        elif fine - capo == 1:
-            fine -= 1
-            if check >= 0 and held[check] == capo:
-                check -= 1      # state capo is never needed again
-            status = _push(buf, _YOUTURN if turned else _FIRSTURN, capo, capo + 1)
-            turned = True
-        elif check == -1 or held[check] != capo:
-            check += 1
-            if check >= snaps:
-                status = _BROKEN
-                break
-            held[check] = capo
-            status = _push(buf, _TAKESHOT, capo, check)
-        else:
-            oldcapo = capo
-            capo = _revolve_advance_to(capo, fine, snaps - check)
-            status = _push(buf, _ADVANCE, oldcapo, capo)
-    free(held)
-    return status
+    state.snaps = snaps
+    state.check = -1
+    state.capo = 0
+    state.fine = steps
+    state.turned = False
+    state.done = False
+    return _OK
 
 
-cdef int _fill_uniform(ActionBuffer* buf, int64_t steps, int64_t stride) noexcept nogil:
-    """Append the uniform schedule: a snapshot every ``stride`` states.
+cdef int _revolve_next(RevolveState* state, int64_t* row) noexcept nogil:
+    """Decide the next revolve action and write it to ``row[0:3]``.
 
-    The first sweep stores states 0, stride, 2*stride, ... (below
-    ``steps - 1``).  The reverse sweep handles the segments last to first:
-    it restores the segment start, advances through the segment once while
-    storing each interior state, then reverses the segment's steps.
+    One call is one call of Griewank & Walther's ``revolve()`` state
+    machine: the action follows from (check, capo, fine) alone, so a whole
+    schedule is a plain loop and no recursion is needed.
     """
-    cdef int64_t n_bounds = 0
-    cdef int64_t start = 0, stop, seg, i
-    cdef int status = _OK
-    if steps == 0:
-        return _push(buf, _TERMINATE, 0, 0)
-    while start < steps - 1 and status == _OK:
-        status = _push(buf, _TAKESHOT, start, n_bounds)
-        n_bounds += 1
-        stop = start + stride if start + stride < steps - 1 else steps - 1
+    cdef int64_t oldcapo
+    if state.fine == state.capo:
+        if state.check == -1:
+            state.done = True
+            row[0], row[1], row[2] = _TERMINATE, 0, 0
+        else:
+            state.capo = state.held[state.check]
+            row[0], row[1], row[2] = _RESTORE, state.capo, state.check
+    elif state.fine - state.capo == 1:
+        state.fine -= 1
+        if state.check >= 0 and state.held[state.check] == state.capo:
+            state.check -= 1    # state capo is never needed again
+        row[0] = _YOUTURN if state.turned else _FIRSTURN
+        row[1], row[2] = state.capo, state.capo + 1
+        state.turned = True
+    elif state.check == -1 or state.held[state.check] != state.capo:
+        if state.check + 1 >= state.snaps:
+            return _BROKEN
+        state.check += 1
+        state.held[state.check] = state.capo
+        row[0], row[1], row[2] = _TAKESHOT, state.capo, state.check
+    else:
+        oldcapo = state.capo
+        state.capo = _revolve_advance_to(state.capo, state.fine,
+                                         state.snaps - state.check)
+        row[0], row[1], row[2] = _ADVANCE, oldcapo, state.capo
+    return _OK
+
+
+cdef int _fill_revolve(ActionBuffer* buf, int64_t steps, int64_t snaps) noexcept nogil:
+    """Append the binomial (revolve) schedule for ``steps`` and ``snaps``."""
+    cdef RevolveState state
+    cdef int64_t row[3]
+    cdef int status = _revolve_init(&state, steps, snaps)
+    while status == _OK and not state.done:
+        status = _revolve_next(&state, row)
         if status == _OK:
-            status = _push(buf, _ADVANCE, start, stop)
-        start = stop
-    if status == _OK:
-        status = _push(buf, _FIRSTURN, steps - 1, steps)
-    seg = n_bounds - 1
-    while seg >= 0 and status == _OK:
-        start = seg * stride
-        stop = start + stride if start + stride < steps - 1 else steps - 1
-        status = _push(buf, _RESTORE, start, seg)
-        i = start
-        while i < stop - 1 and status == _OK:
-            if i > start:
-                status = _push(buf, _TAKESHOT, i, seg + i - start)
-            if status == _OK:
-                status = _push(buf, _ADVANCE, i, i + 1)
-            i += 1
-        if status == _OK:
-            status = _push(buf, _YOUTURN, stop - 1, stop)
-        i = stop - 2
-        while i >= start and status == _OK:
-            status = _push(buf, _RESTORE, i, seg + i - start)
-            if status == _OK:
-                status = _push(buf, _YOUTURN, i, i + 1)
-            i -= 1
-        seg -= 1
-    if status == _OK:
-        status = _push(buf, _TERMINATE, 0, 0)
+            status = _push(buf, row[0], row[1], row[2])
+    free(state.held)
     return status
 
 
@@ -296,30 +278,44 @@ def revolve_actions(L, s):
     return _to_array(&buf, status)
 
 
-def uniform_actions(L, stride):
-    """Uniform checkpointing schedule: a snapshot every ``stride`` states.
+cdef class RevolveCursor:
+    """The revolve schedule one action at a time, in O(s) memory.
+
+    Iterating yields the same ``(action, arg1, arg2)`` rows as
+    :func:`revolve_actions`, without materialising the whole schedule
+    (which has O(L) rows); executors use it so that their memory is the
+    snapshots alone.
 
     Parameters
     ----------
     L : int
-        Number of steps in the chain, ``L >= 0``.
-    stride : int
-        Distance between stored states, ``stride >= 1``.
-
-    Returns
-    -------
-    numpy.ndarray of shape (n_actions, 3), dtype int64
-        Rows ``(action, arg1, arg2)`` as described in the module docstring.
-        It holds at most ``ceil((L-1)/stride) + stride - 2`` snapshots at
-        once and runs ``2*(L-1) - ceil((L-1)/stride)`` ADVANCE steps.
+        Number of steps, ``L >= 0``.
+    s : int
+        Number of snapshot slots, the initial state included, ``s >= 1``.
     """
-    cdef int64_t steps = _checked_count(L, "L", 0)
-    cdef int64_t step_stride = _checked_count(stride, "stride", 1)
-    cdef ActionBuffer buf
-    cdef int status
-    buf.rows = NULL
-    buf.n_rows = 0
-    buf.capacity = 0
-    with nogil:
-        status = _fill_uniform(&buf, steps, step_stride)
-    return _to_array(&buf, status)
+    cdef RevolveState state
+
+    def __cinit__(self, L, s):
+        self.state.held = NULL
+        cdef int64_t steps = _checked_count(L, "L", 0)
+        cdef int64_t snaps = _checked_count(s, "s", 1)
+        if snaps > steps and steps > 0:
+            snaps = steps
+        if _revolve_init(&self.state, steps, snaps) != _OK:
+            raise MemoryError("out of memory while starting the schedule")
+
+    def __dealloc__(self):
+        free(self.state.held)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        cdef int64_t row[3]
+        if self.state.done:
+            raise StopIteration
+        if _revolve_next(&self.state, row) != _OK:
+            raise RuntimeError(
+                "internal error: the revolve kernel ran out of snapshot "
+                "slots; please report this with L and s")
+        return (row[0], row[1], row[2])

@@ -26,10 +26,11 @@ Counting conventions
 """
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from collections import namedtuple
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from tapead import _revolve
 
@@ -129,16 +130,26 @@ def optimal_forward_steps(L: int, s: int) -> int:
     return r * L - math.comb(s + r, s + 1)
 
 
-def _actions_from_rows(rows: Sequence[Sequence[int]]) -> list[Action]:
-    """Name the ``(action, arg1, arg2)`` rows made by :mod:`tapead._revolve`."""
-    names = _revolve.ACTION_NAMES
-    out = []
-    for code, arg1, arg2 in rows:
-        if code in _SLOT_KINDS:
-            out.append(Action(names[code], arg1, arg1, arg2))
-        else:
-            out.append(Action(names[code], arg1, arg2, None))
-    return out
+def _action_from_row(row: Sequence[int]) -> Action:
+    """Name one ``(action, arg1, arg2)`` row made by :mod:`tapead._revolve`."""
+    code, arg1, arg2 = row
+    if code in _SLOT_KINDS:
+        return Action(_revolve.ACTION_NAMES[code], arg1, arg1, arg2)
+    return Action(_revolve.ACTION_NAMES[code], arg1, arg2, None)
+
+
+def _row_from_action(action: Sequence[Any]) -> tuple[int, int, int]:
+    """The ``(action, arg1, arg2)`` row of an :class:`Action`."""
+    kind, start, stop, slot = action
+    try:
+        code = _revolve.ACTION_NAMES.index(kind)
+    except ValueError:
+        raise ValueError(
+            f"unknown action kind {kind!r}; use one of "
+            f"{', '.join(_revolve.ACTION_NAMES)}") from None
+    if code in _SLOT_KINDS:
+        return code, start, -1 if slot is None else slot
+    return code, start, stop
 
 
 def revolve_schedule(L: int, s: int) -> list[Action]:
@@ -164,7 +175,45 @@ def revolve_schedule(L: int, s: int) -> list[Action]:
     """
     L = _as_count(L, "L", 0)
     s = _as_count(s, "s", 1)
-    return _actions_from_rows(_revolve.revolve_actions(L, s).tolist())
+    return [_action_from_row(row)
+            for row in _revolve.revolve_actions(L, s).tolist()]
+
+
+def _uniform_rows(L: int, stride: int) -> Iterator[tuple[int, int, int]]:
+    """Rows of the uniform schedule, generated lazily (see uniform_schedule)."""
+    ADVANCE, TAKESHOT, RESTORE = (_revolve.ADVANCE, _revolve.TAKESHOT,
+                                  _revolve.RESTORE)
+    if L == 0:
+        yield _revolve.TERMINATE, 0, 0
+        return
+    starts = range(0, L - 1, stride)  # segment starts, below state L-1
+    for seg, start in enumerate(starts):
+        yield TAKESHOT, start, seg
+        yield ADVANCE, start, min(start + stride, L - 1)
+    yield _revolve.FIRSTURN, L - 1, L
+    for seg in range(len(starts) - 1, -1, -1):
+        start = starts[seg]
+        stop = min(start + stride, L - 1)
+        # Recompute the segment once, storing its interior states in the
+        # slots above seg (those of later segments are dead by now).
+        yield RESTORE, start, seg
+        for i in range(start, stop - 1):
+            if i > start:
+                yield TAKESHOT, i, seg + i - start
+            yield ADVANCE, i, i + 1
+        yield _revolve.YOUTURN, stop - 1, stop
+        for i in range(stop - 2, start - 1, -1):
+            yield RESTORE, i, seg + i - start
+            yield _revolve.YOUTURN, i, i + 1
+    yield _revolve.TERMINATE, 0, 0
+
+
+def _uniform_stride(L: int, s: int, stride: int | None) -> int:
+    L = _as_count(L, "L", 0)
+    s = _as_count(s, "s", 1)
+    if stride is None:
+        return max(1, -(-L // s))
+    return _as_count(stride, "stride", 1)
 
 
 def uniform_schedule(L: int, s: int, stride: int | None = None) -> list[Action]:
@@ -192,25 +241,25 @@ def uniform_schedule(L: int, s: int, stride: int | None = None) -> list[Action]:
         ``s = sqrt(L)`` is about ``2*sqrt(L)``: more memory than revolve
         with the same ``s``, fewer recomputations.
     """
-    L = _as_count(L, "L", 0)
-    s = _as_count(s, "s", 1)
-    if stride is None:
-        stride = max(1, -(-L // s))
-    stride = _as_count(stride, "stride", 1)
-    return _actions_from_rows(_revolve.uniform_actions(L, stride).tolist())
+    stride = _uniform_stride(L, s, stride)
+    return [_action_from_row(row) for row in _uniform_rows(int(L), stride)]
 
 
-def _schedule_rows(schedule: Any, L: int, s: int) -> list[Action]:
-    """Resolve the ``schedule`` argument of the executors to actions."""
+def _schedule_rows(schedule: Any, L: int, s: int) -> Iterator[tuple[int, int, int]]:
+    """Resolve the ``schedule`` argument of the executors to lazy rows.
+
+    The named schedules are generated as they run, so an executor holds
+    the snapshots and O(s) schedule data, never the O(L) rows at once.
+    """
     if isinstance(schedule, str):
         if schedule == "revolve":
-            return revolve_schedule(L, s)
+            return iter(_revolve.RevolveCursor(L, s))
         if schedule == "uniform":
-            return uniform_schedule(L, s)
+            return _uniform_rows(L, _uniform_stride(L, s, None))
         raise ValueError(
             f"unknown schedule {schedule!r}; pass 'revolve', 'uniform' or a "
             "list of Action")
-    return [Action(*action) for action in schedule]
+    return map(_row_from_action, schedule)
 
 
 def schedule_stats(actions: Sequence[Action], L: int) -> dict[str, int]:
@@ -296,8 +345,8 @@ class CheckpointedChain:
         self.L = _as_count(L, "L", 0)
         self.s = _as_count(s, "s", 1)
         self._forward_step = forward_step
-        self._actions = _schedule_rows(schedule, self.L, self.s)
-        self._position = 0        # next action to run
+        self._rows = _schedule_rows(schedule, self.L, self.s)
+        self._position = -1       # index of the action being run
         self._state = state0      # current state ...
         self._index = 0           # ... and its index
         self._slots: dict[int, tuple[int, Any]] = {}  # slot -> (index, state)
@@ -307,52 +356,6 @@ class CheckpointedChain:
         self.stats = {"forward_steps": 0, "advance_steps": 0,
                       "backward_steps": 0, "max_snapshots": 0,
                       "takeshots": 0, "restores": 0}
-
-    def _fail(self, action: Action, why: str) -> None:
-        raise ValueError(
-            f"invalid schedule at action {self._position} {tuple(action)}: "
-            f"{why}; build schedules with revolve_schedule or "
-            "uniform_schedule")
-
-    def _next_action(self) -> Action:
-        if self._position >= len(self._actions):
-            raise ValueError(
-                "invalid schedule: it ends without 'terminate'; build "
-                "schedules with revolve_schedule or uniform_schedule")
-        action = self._actions[self._position]
-        self._position += 1
-        return action
-
-    def _run_storage_action(self, action: Action) -> None:
-        """Run an advance, takeshot or restore action."""
-        kind, start, stop, slot = action
-        stats = self.stats
-        if kind == "advance":
-            if start != self._index or not start < stop <= self.L:
-                self._fail(action, f"the current state is {self._index}")
-            state = self._state
-            for i in range(start, stop):
-                state = self._forward_step(state, i)
-            self._state, self._index = state, stop
-            stats["forward_steps"] += stop - start
-            stats["advance_steps"] += stop - start
-        elif kind == "takeshot":
-            if start != self._index or slot is None or slot < 0:
-                self._fail(action, f"the current state is {self._index}")
-            if slot in self._slots:  # the old content of the slot dies
-                self._slots_of[self._slots[slot][0]].remove(slot)
-            self._slots[slot] = (start, self._state)
-            self._slots_of.setdefault(start, []).append(slot)
-            stats["takeshots"] += 1
-            stats["max_snapshots"] = max(stats["max_snapshots"],
-                                         len(self._slots))
-        elif kind == "restore":
-            if self._slots.get(slot, (None,))[0] != start:
-                self._fail(action, f"slot {slot} does not hold state {start}")
-            self._index, self._state = self._slots[slot]
-            stats["restores"] += 1
-        else:
-            self._fail(action, f"unexpected {kind!r}")
 
     def forward(self) -> Any:
         """Run the first sweep, storing snapshots, and return ``x_L``.
@@ -366,19 +369,7 @@ class CheckpointedChain:
             raise RuntimeError("forward() already ran; make a new "
                                "CheckpointedChain to run the chain again")
         self._phase = "forward"
-        while True:
-            action = self._next_action()
-            if action.kind == "terminate" and self.L == 0:
-                self._position -= 1
-                return self._state
-            if action.kind == "firsturn":
-                if action.start != self.L - 1 or self._index != self.L - 1:
-                    self._fail(action, "firsturn must reverse step L-1 "
-                               "from state L-1")
-                self._position -= 1
-                self.stats["forward_steps"] += 1
-                return self._forward_step(self._state, self.L - 1)
-            self._run_storage_action(action)
+        return self._sweep(None, None)
 
     def reverse(self, backward_step: Callable[[Any, int, Any], Any],
                 adjoint_final: Any) -> Any:
@@ -401,32 +392,93 @@ class CheckpointedChain:
         if self._phase != "forward":
             raise RuntimeError("call forward() once before reverse()")
         self._phase = "reverse"
-        adjoint = adjoint_final
-        while True:
-            action = self._next_action()
-            kind = action.kind
-            if kind == "terminate":
-                if self._next_turn != -1:
-                    self._fail(action, f"step {self._next_turn} was never "
-                               "reversed")
-                break
-            if kind in ("firsturn", "youturn"):
-                i = action.start
-                if i != self._next_turn or self._index != i:
-                    self._fail(action, f"expected to reverse step "
-                               f"{self._next_turn} from state {self._index}")
-                adjoint = backward_step(self._state, i, adjoint)
-                self.stats["backward_steps"] += 1
-                self._next_turn -= 1
-                # State i is never needed again: release its snapshot.
-                for slot in self._slots_of.pop(i, ()):
-                    del self._slots[slot]
-            else:
-                self._run_storage_action(action)
-        self._slots.clear()
-        self._slots_of.clear()
-        self._state = None
-        return adjoint
+        try:
+            return self._sweep(backward_step, adjoint_final)
+        finally:
+            self._slots.clear()
+            self._slots_of.clear()
+            self._state = None
+
+    def _fail(self, row: Sequence[int], why: str) -> None:
+        action = _action_from_row(row)
+        raise ValueError(
+            f"invalid schedule at action {self._position} {tuple(action)}: "
+            f"{why}; build schedules with revolve_schedule or "
+            "uniform_schedule")
+
+    def _sweep(self, backward_step: Callable | None, adjoint: Any) -> Any:
+        """Run rows until the first turn (forward) or terminate (reverse).
+
+        One flat loop with the hot state in locals: for cheap steps the
+        bookkeeping per action is what limits the speed.
+        """
+        ADVANCE, TAKESHOT, RESTORE = (_revolve.ADVANCE, _revolve.TAKESHOT,
+                                      _revolve.RESTORE)
+        FIRSTURN, YOUTURN = _revolve.FIRSTURN, _revolve.YOUTURN
+        forward_phase = backward_step is None
+        step, L, stats = self._forward_step, self.L, self.stats
+        slots, slots_of = self._slots, self._slots_of
+        state, index = self._state, self._index
+        try:
+            for row in self._rows:
+                self._position += 1
+                code, a, b = row
+                if code == ADVANCE:
+                    if a != index or not a < b <= L:
+                        self._fail(row, f"the current state is {index}")
+                    for i in range(a, b):
+                        state = step(state, i)
+                    index = b
+                    stats["advance_steps"] += b - a
+                    stats["forward_steps"] += b - a
+                elif code == TAKESHOT:
+                    if a != index or b < 0:
+                        self._fail(row, f"the current state is {index}")
+                    if b in slots:  # the old content of the slot dies
+                        slots_of[slots[b][0]].remove(b)
+                    slots[b] = (a, state)
+                    slots_of.setdefault(a, []).append(b)
+                    stats["takeshots"] += 1
+                    if len(slots) > stats["max_snapshots"]:
+                        stats["max_snapshots"] = len(slots)
+                elif code == RESTORE:
+                    if slots.get(b, (None,))[0] != a:
+                        self._fail(row, f"slot {b} does not hold state {a}")
+                    index, state = slots[b]
+                    stats["restores"] += 1
+                elif code == FIRSTURN or code == YOUTURN:
+                    if a != self._next_turn or index != a or (
+                            (code == FIRSTURN) != (a == L - 1)):
+                        self._fail(row, f"expected to reverse step "
+                                   f"{self._next_turn} from state {index}")
+                    if forward_phase:
+                        # Hand x_L out; the turn itself runs in reverse().
+                        self._rows = itertools.chain((row,), self._rows)
+                        self._position -= 1
+                        stats["forward_steps"] += 1
+                        return step(state, L - 1)
+                    adjoint = backward_step(state, a, adjoint)
+                    stats["backward_steps"] += 1
+                    self._next_turn -= 1
+                    # State a is never needed again: release its snapshots.
+                    for slot in slots_of.pop(a, ()):
+                        del slots[slot]
+                elif code == _revolve.TERMINATE:
+                    if self._next_turn != -1:
+                        self._fail(row, f"step {self._next_turn} was never "
+                                   "reversed")
+                    if forward_phase:  # L == 0
+                        self._rows = itertools.chain((row,), self._rows)
+                        self._position -= 1
+                        return state
+                    return adjoint
+                else:
+                    self._fail(row, "unknown action code")
+            raise ValueError(
+                "invalid schedule: it ends without 'terminate'; build "
+                "schedules with revolve_schedule or uniform_schedule")
+        finally:
+            self._state, self._index = state, index
 
 
 def reverse_with_checkpoints(forward_step: Callable[[Any, int], Any],

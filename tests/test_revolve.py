@@ -5,14 +5,17 @@ package's own executor), their forward-step counts against the closed form
 ``t(L, s)``, the closed form against the classic dynamic-programming
 recurrence, and the executor against an un-checkpointed reverse sweep.
 """
+import doctest
 import functools
 import math
+import pathlib
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tapead.checkpointing
 from tapead import _revolve
 from tapead.checkpointing import (
     Action,
@@ -23,6 +26,8 @@ from tapead.checkpointing import (
     schedule_stats,
     uniform_schedule,
 )
+
+DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "checkpointing.md"
 
 # ---------------------------------------------------------------------------
 # References
@@ -173,6 +178,13 @@ def test_raw_actions_are_int64_triples():
     assert rows[-1, 0] == _revolve.TERMINATE
     advance = rows[rows[:, 0] == _revolve.ADVANCE]
     assert (advance[:, 2] - advance[:, 1]).sum() == closed_form(100, 5)
+
+
+@pytest.mark.parametrize("L, s", [(0, 1), (1, 1), (10, 1), (1000, 10),
+                                  (10_000, 50), (300, 1000)])
+def test_streaming_cursor_matches_array(L, s):
+    streamed = np.array(list(_revolve.RevolveCursor(L, s)), dtype=np.int64)
+    np.testing.assert_array_equal(streamed, _revolve.revolve_actions(L, s))
 
 
 def test_schedule_stats_matches_replay():
@@ -327,7 +339,7 @@ def test_bad_arguments_say_what_to_pass(function, args, message):
 
 
 @pytest.mark.parametrize("function", [_revolve.revolve_actions,
-                                      _revolve.uniform_actions])
+                                      _revolve.RevolveCursor])
 def test_cython_entry_points_check_arguments(function):
     with pytest.raises(ValueError, match="must be >= 0"):
         function(-1, 3)
@@ -371,3 +383,19 @@ def test_counts_agree_with_checkpoint_schedules(L, s):
         if isinstance(action, cs.EndReverse):
             break
     assert steps == optimal_forward_steps(L, s) + L
+
+
+# ---------------------------------------------------------------------------
+# Documentation examples
+# ---------------------------------------------------------------------------
+
+
+def test_module_docstring_examples():
+    result = doctest.testmod(tapead.checkpointing)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_docs_examples():
+    result = doctest.testfile(str(DOCS), module_relative=False,
+                              optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0 and result.attempted > 0
