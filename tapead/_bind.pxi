@@ -68,12 +68,18 @@ def bind(prim, *args, **params):
 
     The innermost transform among the arguments processes the call; its
     own boxes are unboxed and every other argument is a constant to it.
-    The value is computed by ``bind`` again on the unboxed arguments, so
+    The value is computed by binding again on the unboxed arguments, so
     outer transforms see the operation too.
     """
+    return _bind(prim, args, params)
+
+
+cdef object _bind(PrimitiveBase prim, tuple args, dict params):
     cdef Trace top = None, t
-    for x in args:
-        t = trace_of(x)
+    cdef bint inner = False
+    cdef Py_ssize_t i, n = len(args)
+    for i in range(n):
+        t = trace_of(args[i])
         if t is not None:
             if not t.active:
                 raise LeakedTracerError(
@@ -81,10 +87,26 @@ def bind(prim, *args, **params):
                     "already finished (a tracer leaked out of the function "
                     "being differentiated, e.g. through a global or a closure). "
                     "Return values from the function instead of storing them.")
-            if top is None or t.level > top.level:
+            if top is None:
                 top = t
+            elif t.level > top.level:
+                top = t
+                inner = True
+            elif t is not top:
+                inner = True
     if top is None:
         return prim.impl(*args, **params)
-    vals = tuple([unbox_at(x, top) for x in args])
-    ans = bind(prim, *vals, **params)
-    return top.process(prim, args, vals, ans, params)
+    vals = []
+    for i in range(n):
+        v = unbox_at(args[i], top)
+        if not inner and (type(v) is Tracer or type(v) is Dual):
+            inner = True
+        vals.append(v)
+    vals_t = tuple(vals)
+    if inner:
+        ans = _bind(prim, vals_t, params)
+    else:
+        ans = prim.impl(*vals_t, **params)
+    if type(top) is Tape:
+        return (<Tape>top)._process(prim, args, vals_t, ans, params)
+    return top.process(prim, args, vals_t, ans, params)

@@ -95,16 +95,18 @@ cdef class Record:
 # boxes
 # --------------------------------------------------------------------------
 
-cdef object _generic_binary = None    # set by tapead._prims: (opcode, x, y) -> box
-cdef object _generic_unary = None     # (opcode, x) -> box
+cdef dict _BINARY_PRIMS = {}          # opcode -> Primitive (set by tapead._prims)
+cdef dict _UNARY_PRIMS = {}
+cdef dict _NO_PARAMS = {}             # shared, never mutated
 cdef object _box_methods = None       # name -> function(box, *args, **kw)
 
 
-def install_generic(binary, unary, methods):
-    """Install the Python-level fallbacks (called once by ``tapead._prims``)."""
-    global _generic_binary, _generic_unary, _box_methods
-    _generic_binary = binary
-    _generic_unary = unary
+def install_generic(binary_prims, unary_prims, methods):
+    """Install the primitives of the scalar opcodes and the Python-level box
+    methods (called once by ``tapead._prims``)."""
+    global _BINARY_PRIMS, _UNARY_PRIMS, _box_methods
+    _BINARY_PRIMS = dict(binary_prims)
+    _UNARY_PRIMS = dict(unary_prims)
     _box_methods = methods
 
 
@@ -185,7 +187,7 @@ cdef inline object binary(int op, object x, object y):
         if dy.op is None and dy.trace.active and is_fast_number(x):
             scalar_eval(op, <double>x, dy.dp, &v, &d0, &d1)
             return new_dual(dy.trace, v, d1 * dy.dt, None, None)
-    return _generic_binary(op, x, y)
+    return _bind(_BINARY_PRIMS[op], (x, y), _NO_PARAMS)
 
 
 cdef inline object unary(int op, object x):
@@ -203,7 +205,7 @@ cdef inline object unary(int op, object x):
         if dx.op is None and dx.trace.active:
             scalar_eval(op, dx.dp, 0.0, &v, &d0, &d1)
             return new_dual(dx.trace, v, d0 * dx.dt, None, None)
-    return _generic_unary(op, x)
+    return _bind(_UNARY_PRIMS[op], (x,), _NO_PARAMS)
 
 
 def classify_leaves(seq):
@@ -304,6 +306,7 @@ cdef object escape(object x):
     return v
 
 
+include "_prim.pxi"
 include "_ufuncs.pxi"
 include "_tape.pxi"
 include "_bind.pxi"

@@ -163,22 +163,28 @@ cdef class Tape(Trace):
 
     def process(self, prim, tuple args, tuple vals, ans, dict params):
         """Record primitive ``prim`` applied to ``args`` (boxed) / ``vals``."""
+        return self._process(prim, args, vals, ans, params)
+
+    cdef object _process(self, PrimitiveBase prim, tuple args, tuple vals, object ans,
+                         dict params):
         cdef Record rec = Record()
+        cdef Py_ssize_t i, k, n = len(args)
         cdef list parents = [], consts = []
-        cdef Py_ssize_t i
-        for x, v in zip(args, vals):
+        for k in range(n):
+            x = args[k]
             if type(x) is Tracer and (<Tracer>x).tape is self:
                 parents.append((<Tracer>x).idx)
                 consts.append(None)
             else:
                 parents.append(-1)
-                consts.append(v)
+                consts.append(vals[k])
         rec.prim = prim
         rec.parents = tuple(parents)
         rec.consts = tuple(consts)
         rec.params = params
-        rec.saved = prim.save(vals, ans)
-        if isinstance(ans, np.ndarray) and ans.ndim == 0 and ans.dtype == np.float64:
+        rec.saved = prim_save(prim, vals, ans)
+        if type(ans) is np.ndarray and (<object>ans).ndim == 0 and \
+                (<object>ans).dtype is _FLOAT64:
             ans = float(ans)
         rec.ans = ans
         if isinstance(ans, float):
@@ -356,7 +362,8 @@ cdef class Tape(Trace):
                         pid = rec.parents[k]
                         if pid < 0:
                             continue
-                        c = prim.vjp(k, gobj, rec.ans, rec.saved, rec.params)
+                        c = prim_vjp(<PrimitiveBase>prim, k, gobj, rec.ans, rec.saved,
+                                     rec.params)
                         if c is not None:
                             _accumulate(pid, c, adj, hobj, oadj)
                 elif hobj[i]:

@@ -18,14 +18,6 @@ from tapead.errors import NonDifferentiableError
 __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
 
 
-def _generic_binary(op, x, y):
-    return bind(ew.BINARY[op], x, y)
-
-
-def _generic_unary(op, x):
-    return bind(ew.UNARY[op], x)
-
-
 UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul
 
@@ -101,7 +93,7 @@ def _getattr(x, name):
     return f(x)
 
 
-_core.install_generic(_generic_binary, _generic_unary, {
+_core.install_generic(ew.BINARY, ew.UNARY, {
     "matmul": linalg.matmul,
     "getitem": shape.getitem,
     "setitem": _setitem,

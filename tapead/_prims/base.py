@@ -15,24 +15,10 @@ from tapead import _core
 from tapead.errors import MissingRuleError
 
 
-class ShapeOnly:
-    """Stands in for an argument whose value no rule needs (shape, dtype kept)."""
-
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, x):
-        self.shape = np.shape(x)
-        self.dtype = x.dtype if hasattr(x, "dtype") else np.result_type(x)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __repr__(self) -> str:
-        return f"ShapeOnly({self.shape}, {self.dtype})"
+ShapeOnly = _core.ShapeOnly
 
 
-class Primitive:
+class Primitive(_core.PrimitiveBase):
     """A differentiable operation.
 
     Parameters
@@ -60,18 +46,13 @@ class Primitive:
         self.opcode = opcode
         self.linear = linear
         self.elementwise = elementwise
-        self.static_args: frozenset = frozenset()
-        self.vjps: list = []
-        self.jvps: list = []
-        self.vjp_any: Optional[Callable] = None
-        self.jvp_any: Optional[Callable] = None
-        self.jvp_batched: Optional[Callable] = None
-
-    def __repr__(self) -> str:
-        return f"<primitive {self.name}>"
-
-    def __call__(self, *args, **params):
-        return _core.bind(self, *args, **params)
+        self.static_args = frozenset()
+        self.vjps = []
+        self.jvps = []
+        self.vjp_any = None
+        self.jvp_any = None
+        self.jvp_batched = None
+        self.save_fn = None
 
     # -- registration ----------------------------------------------------
     def defvjp(self, *rules: Optional[Callable]) -> "Primitive":
@@ -94,21 +75,7 @@ class Primitive:
         self.jvp_any = rule
         return self
 
-    # -- what the core calls --------------------------------------------
-    def save(self, vals: tuple, ans) -> tuple:
-        if self.saves is None:
-            return vals
-        return tuple(v if i in self.saves else ShapeOnly(v) for i, v in enumerate(vals))
-
-    def vjp(self, k: int, g, ans, saved: tuple, params: dict):
-        if k < len(self.vjps) and self.vjps[k] is not None:
-            return self.vjps[k](g, ans, *saved, **params)
-        if self.vjp_any is not None:
-            return self.vjp_any(k, g, ans, *saved, **params)
-        raise MissingRuleError(
-            f"primitive '{self.name}' has no VJP (reverse-mode) rule for argument {k}; "
-            "register one with defvjp, or wrap the function in ta.custom_vjp")
-
+    # -- forward mode (the core calls these) --------------------------
     def jvp(self, k: int, t, ans, vals: tuple, params: dict):
         if self.linear:
             args = list(vals)

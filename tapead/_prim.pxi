@@ -1,0 +1,93 @@
+# Primitives as core objects (included by _core.pyx).
+#
+# ``PrimitiveBase`` holds what the tape needs at C speed -- the primal
+# implementation, which arguments the VJP reads, the VJP rules -- so that
+# recording an array operation and sweeping it cost a few attribute reads,
+# not Python method lookups.  ``tapead._prims.base.Primitive`` subclasses it
+# with the registration methods and the forward-mode rules.
+
+cdef object _FLOAT64 = np.dtype(np.float64)
+
+
+@cython.final
+cdef class ShapeOnly:
+    """Stands in for an argument whose value no rule needs (shape, dtype kept)."""
+    cdef readonly tuple shape
+    cdef readonly object dtype
+
+    def __cinit__(self, x):
+        if type(x) is np.ndarray:
+            self.shape = x.shape
+            self.dtype = x.dtype
+        elif type(x) is float or type(x) is int:
+            self.shape = ()
+            self.dtype = _FLOAT64
+        else:
+            self.shape = tuple(np.shape(x))
+            self.dtype = x.dtype if hasattr(x, "dtype") else np.result_type(x)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"ShapeOnly({self.shape}, {self.dtype})"
+
+
+cdef class PrimitiveBase:
+    """The fields of a primitive that the tape reads (see ``Primitive``)."""
+    cdef public str name
+    cdef public object impl
+    cdef public object saves          # frozenset of argument positions, or None (all)
+    cdef public int opcode
+    cdef public bint linear
+    cdef public bint elementwise
+    cdef public list vjps
+    cdef public list jvps
+    cdef public object vjp_any
+    cdef public object jvp_any
+    cdef public object jvp_batched
+    cdef public object save_fn        # custom (vals, ans) -> saved tuple
+    cdef public object static_args
+
+    def __call__(self, *args, **params):
+        return _bind(self, args, params)
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+    def save(self, tuple vals, ans):
+        """The argument values the VJP rules read (others as ``ShapeOnly``)."""
+        return prim_save(self, vals, ans)
+
+    def vjp(self, int k, g, ans, tuple saved, dict params):
+        """Cotangent of argument ``k`` for output cotangent ``g``."""
+        return prim_vjp(self, k, g, ans, saved, params)
+
+
+cdef tuple prim_save(PrimitiveBase p, tuple vals, object ans):
+    cdef Py_ssize_t i, n
+    if p.save_fn is not None:
+        return p.save_fn(vals, ans)
+    if p.saves is None:
+        return vals
+    n = len(vals)
+    out = []
+    for i in range(n):
+        v = vals[i]
+        out.append(v if i in p.saves else ShapeOnly(v))
+    return tuple(out)
+
+
+cdef object prim_vjp(PrimitiveBase p, int k, object g, object ans, tuple saved,
+                     dict params):
+    cdef object rule = None
+    if k < len(p.vjps):
+        rule = p.vjps[k]
+    if rule is not None:
+        return rule(g, ans, *saved, **params)
+    if p.vjp_any is not None:
+        return p.vjp_any(k, g, ans, *saved, **params)
+    raise MissingRuleError(
+        f"primitive '{p.name}' has no VJP (reverse-mode) rule for argument {k}; "
+        "register one with defvjp, or wrap the function in ta.custom_vjp")
