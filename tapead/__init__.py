@@ -13,6 +13,8 @@ from tapead.errors import (GuardFlippedError, LeakedTracerError, MissingRuleErro
                            NonDifferentiableError, NonScalarOutputError, ShapeError,
                            TapeReplayError, TapeadError)
 from tapead.testing import check_grads  # noqa: F401
+from tapead.loops import checkpoint, scan, fori_loop  # noqa: F401
+from tapead import nn, optim  # noqa: F401
 from tapead.transforms import (grad, value_and_grad, jvp, vjp, jacfwd, jacrev,  # noqa: F401
                                hessian, hvp, record, Recording, stop_gradient)
 

@@ -1,0 +1,384 @@
+"""Loops and checkpointing: ``scan``, ``fori_loop`` and ``checkpoint``.
+
+Without ``checkpoints`` a loop is an ordinary Python loop: every step is
+recorded on the tape (fast, memory proportional to the trip count).  With
+``checkpoints=s`` the whole loop is *one* tape node: the forward pass keeps
+only the final carry and the stacked outputs, and the reverse pass runs the
+Griewank-Walther revolve schedule (computed in C by ``tapead._revolve``),
+holding at most ``s`` states and recomputing the rest.  ``checkpoint(f)``
+does the same for one function: its interior is recomputed in the backward
+pass instead of stored.
+
+Checkpointed bodies must receive every traced value they depend on through
+their arguments (the carry or ``xs``); a body that closes over a traced
+value is refused with an error saying so.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from tapead import _core
+from tapead._core import Box, Tape
+from tapead._prims.base import Primitive
+from tapead._prims.shape import concatenate, getitem, reshape
+from tapead._tree import tree_flatten, tree_unflatten
+from tapead.checkpointing import CheckpointedChain
+
+__all__ = ["checkpoint", "scan", "fori_loop"]
+
+
+# ---------------------------------------------------------------------------
+# packing several outputs into one flat vector (one tape node per call)
+# ---------------------------------------------------------------------------
+
+def _pack(leaves):
+    """Concatenate raveled leaves into one 1-d array (boxes allowed)."""
+    if not leaves:
+        return np.zeros(0)
+    flat = [reshape(x, (-1,)) if isinstance(x, Box) else np.ravel(x) for x in leaves]
+    if any(isinstance(x, Box) for x in flat):
+        return concatenate(flat)
+    return np.concatenate(flat)
+
+
+def _unpack(vec, shapes):
+    out, off = [], 0
+    for shp in shapes:
+        n = int(np.prod(shp))
+        piece = vec[off:off + n] if not isinstance(vec, Box) else getitem(vec, slice(off, off + n))
+        out.append(reshape(piece, shp) if isinstance(piece, Box) else np.reshape(piece, shp))
+        off += n
+    return out
+
+
+def _shapes(leaves):
+    return [np.shape(_core.concrete(x)) for x in leaves]
+
+
+def _closure_error(what):
+    return ValueError(
+        f"{what}: the body used a traced value that was not passed in as an argument "
+        "(a closure over a variable being differentiated). A checkpointed body is "
+        "recomputed from its arguments alone: pass that value through the carry "
+        "(or as an argument of the checkpointed function).")
+
+
+def _guarded_bind(prim, leaves, params, what):
+    """bind, refusing bodies that recorded on the caller's tape by closure."""
+    top = _core.top_trace(tuple(leaves))
+    before = top.n_nodes if type(top) is Tape else None
+    out = _core.bind(prim, *leaves, **params)
+    if before is not None and top.n_nodes != before + 1:
+        raise _closure_error(what)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# checkpoint(f)
+# ---------------------------------------------------------------------------
+
+def _ckpt_call(f, treedef, leaves):
+    from tapead.transforms import vjp  # noqa: F401  (layering: transforms above)
+    out = f(*tree_unflatten(treedef, list(leaves)))
+    return out
+
+
+def _ckpt_impl(*leaves, f, treedef, out_info, cache):
+    out = _ckpt_call(f, treedef, leaves)
+    o_leaves, o_tree = tree_flatten(out)
+    out_info["tree"] = o_tree
+    out_info["shapes"] = _shapes(o_leaves)
+    if any(isinstance(x, Box) for x in o_leaves) and not any(
+            isinstance(x, Box) for x in leaves):
+        raise _closure_error("ta.checkpoint")
+    return _pack(o_leaves)
+
+
+def _ckpt_cotangents(g, leaves, f, treedef, out_info, cache):
+    key = id(g)
+    if cache.get("key") == key:
+        return cache["cts"]
+    from tapead.transforms import vjp
+    shapes = out_info["shapes"]
+
+    def flat_f(*ls):
+        out = f(*tree_unflatten(treedef, list(ls)))
+        return tuple(tree_flatten(out)[0])
+    _, pullback = vjp(flat_f, *leaves)
+    cts = pullback(tuple(_unpack(g, shapes)))
+    cache["key"], cache["cts"], cache["g"] = key, cts, g
+    return cts
+
+
+ckpt_p = Primitive("checkpoint", _ckpt_impl)
+ckpt_p.defvjp_any(lambda k, g, ans, *leaves, f, treedef, out_info, cache:
+                  _ckpt_cotangents(g, leaves, f, treedef, out_info, cache)[k])
+
+
+def _ckpt_jvp(k, t, ans, *leaves, f, treedef, out_info, cache):
+    from tapead.transforms import jvp
+    tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(x)))
+                for j, x in enumerate(leaves)]
+
+    def flat_f(*ls):
+        return _pack(tree_flatten(f(*tree_unflatten(treedef, list(ls))))[0])
+    return jvp(flat_f, tuple(leaves), tuple(tangents))[1]
+
+
+ckpt_p.defjvp_any(_ckpt_jvp)
+
+
+def checkpoint(f: Callable) -> Callable:
+    """``f`` whose interior is recomputed in the backward pass, not stored.
+
+    The tape keeps one node for the call (its inputs and outputs); the
+    reverse sweep runs ``f`` again under ``vjp`` to get the cotangents.
+
+    >>> import numpy as np, tapead as ta, tapead.numpy as tnp
+    >>> block = ta.checkpoint(lambda x: tnp.sin(tnp.sin(x)))
+    >>> g = ta.grad(lambda x: block(x) * 2.0)(0.5)
+    >>> bool(np.isclose(g, 2 * np.cos(np.sin(0.5)) * np.cos(0.5)))
+    True
+    """
+    def wrapped(*args):
+        leaves, treedef = tree_flatten(args)
+        if not any(isinstance(x, Box) for x in leaves):
+            return f(*args)
+        out_info: dict = {}
+        flat = _guarded_bind(ckpt_p, leaves, dict(f=f, treedef=treedef, out_info=out_info,
+                                                  cache={}), "ta.checkpoint")
+        return tree_unflatten(out_info["tree"], _unpack(flat, out_info["shapes"]))
+    wrapped.__wrapped__ = f
+    return wrapped
+
+
+# ---------------------------------------------------------------------------
+# scan
+# ---------------------------------------------------------------------------
+
+def _scan_plain(f, init, xs, length, reverse):
+    """The eager loop: every step recorded on the tape (or plain numpy)."""
+    x_leaves, x_tree = tree_flatten(xs) if xs is not None else ([], None)
+    carry, ys = init, []
+    order = range(length - 1, -1, -1) if reverse else range(length)
+    for i in order:
+        x = tree_unflatten(x_tree, [leaf[i] for leaf in x_leaves]) if xs is not None else None
+        carry, y = f(carry, x)
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    return carry, _stack_ys(ys)
+
+
+def _stack_leaf(items):
+    if any(isinstance(v, Box) for v in items):
+        from tapead._prims.shape import stack
+        return stack(items)
+    return np.stack([np.asarray(v) for v in items])
+
+
+def _stack_ys(ys):
+    if not ys or ys[0] is None:
+        return None
+    leaves0, tree = tree_flatten(ys[0])
+    per_leaf = list(zip(*[tree_flatten(y)[0] for y in ys]))
+    from tapead._prims.shape import stack
+    return tree_unflatten(tree, [stack(list(col)) for col in per_leaf])
+
+
+def _x_at(x_tree, xs_leaves, j, index_offset):
+    if x_tree is not None:
+        return tree_unflatten(x_tree, [leaf[j] for leaf in xs_leaves])
+    return None if index_offset is None else index_offset + j
+
+
+def _step_fn(f, c_tree, x_tree, n_c, xs_leaves, reverse, length, index_offset):
+    """state, i -> next state on flat carry leaves (plain values)."""
+    def step(state, i):
+        j = length - 1 - i if reverse else i
+        x = _x_at(x_tree, xs_leaves, j, index_offset)
+        carry, y = f(tree_unflatten(c_tree, list(state)), x)
+        return tuple(tree_flatten(carry)[0]), y
+    return step
+
+
+def _scan_impl(*leaves, f, c_tree, x_tree, n_c, length, reverse, s, info, cache,
+               index_offset):
+    c_leaves, xs_leaves = list(leaves[:n_c]), list(leaves[n_c:])
+    step = _step_fn(f, c_tree, x_tree, n_c, xs_leaves, reverse, length, index_offset)
+    state, ys = tuple(c_leaves), []
+    for i in range(length):
+        state, y = step(state, i)
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    y_leaves, y_tree = (tree_flatten(ys[0]) if ys and ys[0] is not None else ([], None))
+    stacked = [_stack_leaf([tree_flatten(y)[0][k] for y in ys]) for k in range(len(y_leaves))]
+    info["y_tree"] = y_tree
+    info["c_shapes"] = _shapes(state)
+    info["c_tree_out"] = c_tree
+    info["y_shapes"] = _shapes(stacked)
+    out = list(state) + stacked
+    if any(isinstance(x, Box) for x in out) and not any(isinstance(x, Box) for x in leaves):
+        raise _closure_error("ta.scan(checkpoints=...)")
+    return _pack(out)
+
+
+def _scan_cotangents(g, leaves, f, c_tree, x_tree, n_c, length, reverse, s, info, cache,
+                     index_offset):
+    if cache.get("key") == id(g):
+        return cache["cts"]
+    from tapead.transforms import vjp
+    c_leaves, xs_leaves = list(leaves[:n_c]), list(leaves[n_c:])
+    parts = _unpack(g, info["c_shapes"] + info["y_shapes"])
+    g_carry, g_ys = parts[:n_c], parts[n_c:]
+    step = _step_fn(f, c_tree, x_tree, n_c, xs_leaves, reverse, length, index_offset)
+    xs_ct = [np.zeros(np.shape(_core.concrete(x)), dtype=np.result_type(_core.concrete(x)))
+             if not isinstance(x, Box) else None for x in xs_leaves]
+    xs_ct_boxes = [[None] * length for _ in xs_leaves]
+
+    def backward_step(state, i, adj_next):
+        j = length - 1 - i if reverse else i
+        x_now = [leaf[j] for leaf in xs_leaves]
+
+        def one(*flat):
+            st, xl = flat[:n_c], flat[n_c:]
+            carry, y = f(tree_unflatten(c_tree, list(st)),
+                         tree_unflatten(x_tree, list(xl)) if x_tree is not None
+                         else _x_at(None, [], j, index_offset))
+            return tuple(tree_flatten(carry)[0]) + tuple(tree_flatten(y)[0] if y is not None
+                                                         else [])
+        outs, pullback = vjp(one, *state, *x_now)
+        ct_out = list(adj_next) + [gy[j] for gy in g_ys]
+        ct_out = [c if np.shape(c) == np.shape(o) else np.broadcast_to(c, np.shape(o))
+                  for c, o in zip(ct_out, outs)]
+        cts = pullback(tuple(ct_out))
+        for k in range(len(xs_leaves)):
+            c = cts[n_c + k]
+            if xs_ct[k] is not None and not isinstance(c, Box):
+                xs_ct[k][j] += c
+            else:
+                xs_ct_boxes[k][j] = c
+        return tuple(cts[:n_c])
+
+    chain = CheckpointedChain(lambda st, i: step(st, i)[0], tuple(c_leaves), length, s)
+    chain.forward()
+    adj0 = chain.reverse(backward_step, tuple(g_carry))
+    from tapead._prims.shape import stack
+    x_cts = []
+    for k, leaf in enumerate(xs_leaves):
+        if xs_ct[k] is not None and all(b is None for b in xs_ct_boxes[k]):
+            x_cts.append(xs_ct[k])
+        else:
+            col = [b if b is not None else np.zeros(np.shape(_core.concrete(leaf))[1:])
+                   for b in xs_ct_boxes[k]]
+            x_cts.append(stack(col))
+    cts = list(adj0) + x_cts
+    cache["key"], cache["cts"], cache["g"] = id(g), cts, g
+    cache["stats"] = chain.stats
+    return cts
+
+
+scan_p = Primitive("scan", _scan_impl)
+scan_p.defvjp_any(lambda k, g, ans, *leaves, **p: _scan_cotangents(g, leaves, **p)[k])
+
+
+def _scan_jvp(k, t, ans, *leaves, f, c_tree, x_tree, n_c, length, reverse, s, info, cache,
+              index_offset):
+    from tapead.transforms import jvp
+    tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(x)))
+                for j, x in enumerate(leaves)]
+
+    def flat(*ls):
+        return _scan_impl(*ls, f=f, c_tree=c_tree, x_tree=x_tree, n_c=n_c, length=length,
+                          reverse=reverse, s=s, info={}, cache={}, index_offset=index_offset)
+    return jvp(flat, tuple(leaves), tuple(tangents))[1]
+
+
+scan_p.defjvp_any(_scan_jvp)
+
+
+def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
+         reverse: bool = False, checkpoints: Optional[int] = None, _index_offset=None):
+    """``jax.lax.scan``: ``carry, y = f(carry, x)`` over the leading axis of xs.
+
+    Parameters
+    ----------
+    f : callable
+        ``(carry, x) -> (carry, y)``; ``y`` may be None.
+    init : pytree
+        The initial carry.
+    xs : pytree of arrays, optional
+        Scanned over their leading axis (length ``length`` when None).
+    length : int, optional
+        Number of steps when ``xs`` is None.
+    reverse : bool
+        Scan from the last element to the first.
+    checkpoints : int, optional
+        Reverse-mode memory budget: the number of states held at once
+        (revolve).  None records every step (fastest, most memory).
+
+    Returns
+    -------
+    (carry, ys)
+        The final carry and the stacked ``y`` (None when ``f`` returns None).
+    """
+    x_leaves, x_tree = tree_flatten(xs) if xs is not None else ([], None)
+    if xs is not None:
+        lengths = {np.shape(_core.concrete(x))[0] if np.ndim(_core.concrete(x)) else None
+                   for x in x_leaves}
+        if len(lengths) != 1 or None in lengths:
+            raise ValueError("scan: every leaf of xs needs the same leading axis length")
+        n = lengths.pop()
+        if length is not None and length != n:
+            raise ValueError(f"scan: length={length} but xs have leading length {n}")
+        length = n
+    if length is None:
+        raise ValueError("scan: give xs or length")
+    c_leaves, c_tree = tree_flatten(init)
+    leaves = list(c_leaves) + list(x_leaves)
+    if checkpoints is None or not any(isinstance(x, Box) for x in leaves) or length == 0:
+        if _index_offset is not None:
+            carry = init
+            for i in range(length):
+                carry, _ = f(carry, _index_offset + i)
+            return carry, None
+        return _scan_plain(f, init, xs, length, reverse)
+    if int(checkpoints) < 1:
+        raise ValueError(f"scan: checkpoints={checkpoints} must be a positive number of "
+                         "stored states (or None to store every step)")
+    info: dict = {}
+    params = dict(f=f, c_tree=c_tree, x_tree=x_tree, n_c=len(c_leaves), length=length,
+                  reverse=reverse, s=int(checkpoints), info=info, cache={},
+                  index_offset=_index_offset)
+    flat = _guarded_bind(scan_p, leaves, params, "ta.scan(checkpoints=...)")
+    parts = _unpack(flat, info["c_shapes"] + info["y_shapes"])
+    n_c = len(c_leaves)
+    carry = tree_unflatten(c_tree, parts[:n_c])
+    ys = tree_unflatten(info["y_tree"], parts[n_c:]) if info["y_tree"] is not None else None
+    return carry, ys
+
+
+def fori_loop(lower: int, upper: int, body: Callable, init: Any,
+              checkpoints: Optional[int] = None):
+    """``jax.lax.fori_loop``: ``val = body(i, val)`` for i in [lower, upper)."""
+    lower, upper = int(lower), int(upper)
+
+    def f(carry, i):
+        return body(int(i), carry), None
+    if upper <= lower:
+        return init
+    if checkpoints is None:
+        return _fori_plain(lower, upper, body, init)[0]
+    carry, _ = scan(f, init, None, length=upper - lower, checkpoints=checkpoints,
+                    _index_offset=lower)
+    return carry
+
+
+def _fori_plain(lower, upper, body, init):
+    val = init
+    for i in range(lower, upper):
+        val = body(i, val)
+    return val, None
