@@ -91,3 +91,44 @@ cdef object prim_vjp(PrimitiveBase p, int k, object g, object ans, tuple saved,
     raise MissingRuleError(
         f"primitive '{p.name}' has no VJP (reverse-mode) rule for argument {k}; "
         "register one with defvjp, or wrap the function in ta.custom_vjp")
+
+
+cdef bint _is_basic_index(object idx):
+    """Basic indexing (ints, slices, None, Ellipsis) never repeats an element."""
+    items = idx if type(idx) is tuple else (idx,)
+    for i in items:
+        if not (isinstance(i, (int, np.integer, slice)) or i is None or i is Ellipsis):
+            return False
+    return True
+
+
+@cython.final
+cdef class Scatter:
+    """A cotangent that is ``g`` placed at ``idx`` of zeros(shape): what the
+    VJP of indexing returns.  The reverse sweep adds it into the parent's
+    adjoint in place instead of building the dense array."""
+    cdef readonly object g, idx, shape, dtype
+    cdef bint basic
+
+    def __cinit__(self, g, idx, shape, dtype):
+        self.g = g
+        self.idx = idx
+        self.shape = tuple(shape)
+        self.dtype = np.result_type(dtype, g)
+        self.basic = _is_basic_index(idx)
+
+    cdef bint fits(self, object cur):
+        return type(cur) is np.ndarray and (<object>cur).shape == self.shape and \
+            (<object>cur).dtype == self.dtype
+
+    cdef add_into(self, object out):
+        if self.basic:
+            out[self.idx] += self.g
+        else:
+            np.add.at(out, self.idx, self.g)
+
+    def dense(self):
+        """The cotangent as an array (zeros with ``g`` added at ``idx``)."""
+        out = np.zeros(self.shape, dtype=self.dtype)
+        self.add_into(out)
+        return out

@@ -66,6 +66,9 @@ cdef class Tape(Trace):
     cdef readonly list inputs
     cdef readonly Py_ssize_t last_sweep_steps
     cdef Py_ssize_t n_obj
+    cdef double *adj_cache          # reused adjoint buffer (slot -1 first)
+    cdef Py_ssize_t adj_cap
+    cdef bint sweeping
 
     def __cinit__(self, Py_ssize_t capacity=256):
         if capacity < 16:
@@ -84,6 +87,7 @@ cdef class Tape(Trace):
         self.inputs = []
 
     def __dealloc__(self):
+        free(self.adj_cache)
         free(self.op); free(self.a); free(self.b)
         free(self.val); free(self.p0); free(self.p1)
 
@@ -317,10 +321,22 @@ cdef class Tape(Trace):
                 raise IndexError(f"output node {i} is not on this tape")
             if i > top:
                 top = i
-        buf = <double *>calloc(nn + 1, sizeof(double))
+        cdef bint cached = not self.sweeping
+        if cached:
+            # reuse one buffer across sweeps (repeated sweeps touch warm pages)
+            if self.adj_cap < nn + 1:
+                free(self.adj_cache)
+                self.adj_cache = <double *>malloc((nn + 1) * sizeof(double))
+                self.adj_cap = nn + 1 if self.adj_cache != NULL else 0
+            buf = self.adj_cache
+            if buf != NULL:
+                memset(buf, 0, (nn + 1) * sizeof(double))
+        else:
+            buf = <double *>calloc(nn + 1, sizeof(double))
         if buf == NULL:
             raise MemoryError("cannot allocate the adjoint buffer")
         adj = buf + 1
+        self.sweeping = True
         try:
             for i, s in zip(outputs, seeds):
                 if isinstance(s, float) or type(s) is int:
@@ -396,7 +412,10 @@ cdef class Tape(Trace):
                     result.append(None)
             return result
         finally:
-            free(buf)
+            if cached:
+                self.sweeping = False
+            else:
+                free(buf)
             if hobj != NULL:
                 free(hobj - 1)
 
@@ -612,12 +631,39 @@ cdef object _gather(double *adj, object wrt):
 
 cdef inline void _accumulate(Py_ssize_t j, object c, double *adj,
                              unsigned char *hobj, list oadj) except *:
+    """adjoint[j] += c.  hobj[j]: 0 = float adjoint only, 1 = object adjoint
+    that may be shared with another node, 2 = object adjoint this sweep owns
+    (updated in place)."""
+    cdef object cur
     if isinstance(c, float):
         adj[j] += <double>c
-    elif isinstance(c, np.ndarray) and c.ndim == 0 and c.dtype == np.float64 and not hobj[j]:
+        return
+    if type(c) is Scatter:
+        if hobj[j] == 2 and (<Scatter>c).fits(oadj[j]):
+            (<Scatter>c).add_into(oadj[j])
+            return
+        dense = (<Scatter>c).dense()
+        if hobj[j]:
+            cur = oadj[j]
+            if type(cur) is np.ndarray and (<object>cur).shape == dense.shape and \
+                    (<object>cur).dtype is dense.dtype:
+                np.add(dense, cur, out=dense)
+            else:
+                dense = dense + cur
+        oadj[j] = dense
+        hobj[j] = 2 if type(dense) is np.ndarray else 1
+        return
+    if not hobj[j] and type(c) is np.ndarray and (<object>c).ndim == 0 and \
+            (<object>c).dtype is _FLOAT64:
         adj[j] += <double>float(c)
+    elif hobj[j] == 2 and type(c) is np.ndarray and \
+            (<object>oadj[j]).shape == (<object>c).shape and \
+            (<object>oadj[j]).dtype is (<object>c).dtype:
+        np.add(oadj[j], c, out=oadj[j])
     elif hobj[j]:
-        oadj[j] = oadj[j] + c
+        cur = oadj[j] + c
+        oadj[j] = cur
+        hobj[j] = 2 if type(cur) is np.ndarray else 1
     else:
         oadj[j] = c
         hobj[j] = 1

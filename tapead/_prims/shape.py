@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Box, bind
+from tapead._core import Box, Scatter, bind
 from tapead._prims.base import Primitive
 
 
@@ -96,7 +96,13 @@ def _index_key(idx):
 
 
 getitem_p = Primitive("getitem", lambda x, idx: x[idx], saves=(), linear=True)
-getitem_p.defvjp(lambda g, ans, x, idx: index_add_zeros(g, idx, np.shape(x), np.result_type(x.dtype)))
+def _getitem_vjp(g, ans, x, idx):
+    if isinstance(g, Box):
+        return index_add_zeros(g, idx, np.shape(x), np.result_type(x.dtype))
+    return Scatter(g, idx, np.shape(x), x.dtype)     # added in place by the sweep
+
+
+getitem_p.defvjp(_getitem_vjp)
 getitem_p.jvp_batched = lambda tans, ans, vals, params, K: _batched_getitem(tans[0], params["idx"])
 
 
