@@ -19,6 +19,8 @@ JAX (``test_against_jax.py``) and the random compositions
 """
 from __future__ import annotations
 
+import importlib
+import pathlib
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, Optional, Tuple
@@ -265,7 +267,13 @@ ARRAY_OPS = [
 ]
 del A
 
-SPECS = ELEMENTWISE + ARRAY_OPS
+# each family of the numpy-coverage work keeps its rows in tests/opspecs_<family>.py
+# (a list ARRAY_OPS built with _array_op); they join the one table here
+EXTRA_OPS = []
+for _path in sorted(pathlib.Path(__file__).parent.glob("opspecs_*.py")):
+    EXTRA_OPS += importlib.import_module(_path.stem).ARRAY_OPS
+
+SPECS = ELEMENTWISE + ARRAY_OPS + EXTRA_OPS
 BY_NAME = {s.name: s for s in SPECS}
 assert len(BY_NAME) == len(SPECS), "duplicate spec names"
 

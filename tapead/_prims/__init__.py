@@ -6,6 +6,8 @@ generic path of the scalar opcodes, the array methods of tracers and the
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from tapead import _core
@@ -18,19 +20,19 @@ from tapead.errors import NonDifferentiableError
 __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
 
 
+#: the primitive families; each module exports NUMPY_FUNCTIONS (numpy function ->
+#: tapead implementation, for NEP 18 dispatch) and optionally TRACER_METHODS
+FAMILIES = [ew, reductions, shape, linalg]
+
 UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul
 
-# numpy function -> tapead implementation (NEP 18 dispatch)
-FUNCTIONS = {
-    np.sum: reductions.sum, np.mean: reductions.mean,
-    np.reshape: shape.reshape, np.transpose: shape.transpose,
-    np.swapaxes: shape.swapaxes, np.broadcast_to: shape.broadcast_to,
-    np.concatenate: shape.concatenate, np.stack: shape.stack,
-    np.matmul: linalg.matmul, np.dot: linalg.dot, np.outer: linalg.outer,
-    np.where: ew.where, np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim,
-    np.size: lambda x: x.size,
-}
+FUNCTIONS = {np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim,
+             np.size: lambda x: x.size}
+METHODS = {"T": None, "value": None}
+for _family in FAMILIES:
+    FUNCTIONS.update(getattr(_family, "NUMPY_FUNCTIONS", {}))
+    METHODS.update(getattr(_family, "TRACER_METHODS", {}))
 
 
 def _no_rule(what):
@@ -71,26 +73,15 @@ def _setitem(x, idx, value):
                     "build the array with ta.numpy.where or concatenate instead")
 
 
-_ATTRS = {
-    "T": lambda x: shape.transpose(x),
-    "reshape": lambda x: (lambda *s, **kw: shape.reshape(
-        x, s[0] if len(s) == 1 else s, **kw)),
-    "transpose": lambda x: (lambda *axes: shape.transpose(
-        x, None if not axes else (axes[0] if len(axes) == 1 else axes))),
-    "sum": lambda x: (lambda axis=None, keepdims=False: reductions.sum(x, axis, keepdims)),
-    "mean": lambda x: (lambda axis=None, keepdims=False: reductions.mean(x, axis, keepdims)),
-    "dot": lambda x: (lambda y: linalg.dot(x, y)),
-    "ravel": lambda x: (lambda: shape.reshape(x, (-1,))),
-    "flatten": lambda x: (lambda: shape.reshape(x, (-1,))),
-    "value": lambda x: _core.primal_of(x),
-}
-
-
 def _getattr(x, name):
-    f = _ATTRS.get(name)
+    if name == "T":
+        return shape.transpose(x)
+    if name == "value":
+        return _core.primal_of(x)
+    f = METHODS.get(name)
     if f is None:
         raise AttributeError(f"traced value has no attribute {name!r}")
-    return f(x)
+    return functools.partial(f, x)
 
 
 _core.install_generic(ew.BINARY, ew.UNARY, {

@@ -215,3 +215,9 @@ def where(cond, x, y):
 
 
 BY_NAME["where"] = where
+
+
+#: numpy functions (NEP 18) this module implements for tracers
+NUMPY_FUNCTIONS = {np.where: where}
+#: public names re-exported by tapead.numpy
+__all__ = ["where", "sigmoid", "relu"]

@@ -69,3 +69,9 @@ def outer(a, b):
     a = reshape(a, (-1, 1)) if isinstance(a, Box) else np.reshape(a, (-1, 1))
     b = reshape(b, (1, -1)) if isinstance(b, Box) else np.reshape(b, (1, -1))
     return a * b
+
+
+#: numpy functions (NEP 18) this module implements for tracers
+NUMPY_FUNCTIONS = {np.matmul: matmul, np.dot: dot, np.outer: outer}
+TRACER_METHODS = {"dot": dot}
+__all__ = ["matmul", "dot", "outer"]

@@ -57,3 +57,10 @@ def mean(x, axis=None, keepdims=False):
     n = int(np.prod([shape[a] for a in _norm_axis(axis, len(shape))])) if shape else 1
     s = sum(x, axis=axis, keepdims=keepdims)
     return s * (1.0 / n) if n else s
+
+
+#: numpy functions (NEP 18) this module implements for tracers
+NUMPY_FUNCTIONS = {np.sum: sum, np.mean: mean}
+#: methods of traced arrays (x.sum(...)) : name -> function(x, *args, **kw)
+TRACER_METHODS = {"sum": sum, "mean": mean}
+__all__ = ["sum", "mean"]

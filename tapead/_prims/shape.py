@@ -184,3 +184,20 @@ def stack(xs, axis=0):
     axis = axis % nd
     expanded = [reshape(x, np.shape(x)[:axis] + (1,) + np.shape(x)[axis:]) for x in xs]
     return concatenate(expanded, axis=axis)
+
+
+#: numpy functions (NEP 18) this module implements for tracers
+NUMPY_FUNCTIONS = {
+    np.reshape: reshape, np.transpose: transpose, np.swapaxes: swapaxes,
+    np.broadcast_to: broadcast_to, np.concatenate: concatenate, np.stack: stack,
+}
+#: methods of traced arrays : name -> function(x, *args, **kw)
+TRACER_METHODS = {
+    "reshape": lambda x, *s, **kw: reshape(x, s[0] if len(s) == 1 else s, **kw),
+    "transpose": lambda x, *axes: transpose(
+        x, None if not axes else (axes[0] if len(axes) == 1 else axes)),
+    "ravel": lambda x: reshape(x, (-1,)),
+    "flatten": lambda x: reshape(x, (-1,)),
+    "swapaxes": swapaxes,
+}
+__all__ = ["reshape", "transpose", "swapaxes", "broadcast_to", "concatenate", "stack"]

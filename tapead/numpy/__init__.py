@@ -12,11 +12,10 @@ from tapead._core import (  # noqa: F401  (scalar fast path in C)
     tanh, arctan, arcsin, arccos, sinh, cosh, square, reciprocal, exp2, log2, log10,
     arcsinh, arccosh, arctanh, cbrt, add, subtract, multiply, divide, power, maximum,
     minimum, arctan2, hypot)
-from tapead._prims.elementwise import where, sigmoid, relu  # noqa: F401
-from tapead._prims.reductions import sum, mean  # noqa: F401,A004
-from tapead._prims.shape import (reshape, transpose, swapaxes, broadcast_to,  # noqa: F401
-                                 concatenate, stack)
-from tapead._prims.linalg import matmul, dot, outer  # noqa: F401
+from tapead._prims.elementwise import *  # noqa: F401,F403
+from tapead._prims.reductions import *  # noqa: F401,F403
+from tapead._prims.shape import *  # noqa: F401,F403
+from tapead._prims.linalg import *  # noqa: F401,F403
 
 abs = absolute  # noqa: A001
 true_divide = divide
