@@ -224,6 +224,29 @@ def classify_leaves(seq):
     return kind
 
 
+def rebind_tracer(x, new):
+    """Make box ``x`` stand for ``new`` (same trace): in-place index assignment.
+
+    ``y[i] = v`` on a traced array records a functional update ``new`` and
+    then rebinds ``y`` to it, so later uses of ``y`` see the updated node.
+    """
+    cdef Tracer tx, tn
+    cdef Dual dx, dn
+    if type(x) is Tracer and type(new) is Tracer:
+        tx, tn = <Tracer>x, <Tracer>new
+        if tx.tape is not tn.tape:
+            raise ValueError("rebind_tracer: both tracers must be on the same tape")
+        tx.idx, tx.dval, tx.oval = tn.idx, tn.dval, tn.oval
+    elif type(x) is Dual and type(new) is Dual:
+        dx, dn = <Dual>x, <Dual>new
+        if dx.trace is not dn.trace:
+            raise ValueError("rebind_tracer: both duals must belong to the same trace")
+        dx.dp, dx.dt, dx.op, dx.ot = dn.dp, dn.dt, dn.op, dn.ot
+    else:
+        raise TypeError(f"rebind_tracer: cannot rebind a {type(x).__name__} to a "
+                        f"{type(new).__name__}; the update must stay on the same trace")
+
+
 def apply_binary(int op, x, y):
     """Python entry to ``binary``: apply scalar opcode ``op`` to (x, y)."""
     return binary(op, x, y)
