@@ -15,7 +15,7 @@ import scipy.special as sps
 from tapead import _core
 from tapead._core import Box, concrete
 from tapead._core import apply_binary as binary, apply_unary as unary
-from tapead._prims.base import Primitive
+from tapead._prims.base import Primitive, ShapeOnly
 
 OP = _core.OPCODES
 
@@ -27,8 +27,8 @@ UFUNCS: dict = {}      # numpy ufunc -> user-facing function
 
 def unbroadcast(x, g):
     """Sum ``g`` down to the shape of ``x`` (undo numpy broadcasting)."""
-    shape = np.shape(x)
-    gshape = np.shape(g)
+    shape = x.shape if type(x) is ShapeOnly or type(x) is np.ndarray else np.shape(x)
+    gshape = g.shape if type(g) is np.ndarray else np.shape(g)
     if gshape == shape:
         return g
     from tapead._prims.reductions import sum as _sum
@@ -177,6 +177,12 @@ def _min_dx(x, y, ans):
 add = _binary("add", np.add, lambda x, y, a: 1.0, lambda x, y, a: 1.0, saves=(), ufunc=np.add)
 subtract = _binary("sub", np.subtract, lambda x, y, a: 1.0, lambda x, y, a: -1.0, saves=(),
                    ufunc=np.subtract)
+# linear rules without the multiplication by one
+add.prim.defvjp(lambda g, ans, x, y: unbroadcast(x, g), lambda g, ans, x, y: unbroadcast(y, g))
+add.prim.defjvp(lambda t, ans, x, y: t, lambda t, ans, x, y: t)
+subtract.prim.defvjp(lambda g, ans, x, y: unbroadcast(x, g),
+                     lambda g, ans, x, y: unbroadcast(y, -g))
+subtract.prim.defjvp(lambda t, ans, x, y: t, lambda t, ans, x, y: -t)
 multiply = _binary("mul", np.multiply, lambda x, y, a: y, lambda x, y, a: x, ufunc=np.multiply)
 divide = _binary("div", np.true_divide, lambda x, y, a: 1.0 / y, lambda x, y, a: -a / y,
                  saves=(1,), ufunc=np.true_divide)
