@@ -24,7 +24,7 @@ extensions = [
         "tapead." + os.path.splitext(os.path.basename(path))[0],
         [path],
         include_dirs=[np.get_include()],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"), ("_GNU_SOURCE", None)],
         extra_compile_args=["-O3"],
     )
     for path in sorted(glob.glob(os.path.join("tapead", "*.pyx")))

@@ -33,6 +33,9 @@ from libc.math cimport (
     atanh as c_atanh,
     cbrt as c_cbrt)
 
+cdef extern from "math.h" nogil:
+    void c_sincos "sincos"(double x, double *s, double *c)
+
 cdef enum:
     # structural nodes (no C rule)
     OP_INPUT = 0        # scalar leaf: value in val[]
@@ -177,9 +180,9 @@ cdef inline int scalar_eval(int op, double x, double y, double *v,
     elif op == OP_RELU:
         v[0] = x if x > 0 else 0.0; d0[0] = 1.0 if x > 0 else 0.0
     elif op == OP_SIN:
-        v[0] = c_sin(x); d0[0] = c_cos(x)
+        c_sincos(x, v, d0)
     elif op == OP_COS:
-        v[0] = c_cos(x); d0[0] = -c_sin(x)
+        c_sincos(x, &t, v); d0[0] = -t
     elif op == OP_TAN:
         v[0] = c_tan(x); d0[0] = 1.0 + v[0] * v[0]
     elif op == OP_EXP:
