@@ -47,10 +47,28 @@ def unbroadcast(x, g):
 # unary: name, numpy function, saves (None = x, () = only the output), d(x, ans)
 # ---------------------------------------------------------------------------
 
+#: unary rules whose d(x, ans) always builds a new array (never x or ans itself)
+_FRESH = frozenset(["sin", "cos", "tan", "log", "log1p", "sqrt", "tanh", "arctan", "arcsin",
+                    "arccos", "sinh", "cosh", "sigmoid", "reciprocal", "log2", "log10",
+                    "arcsinh", "arccosh", "arctanh", "cbrt"])
+
+
+def _times_fresh(d, g):
+    """g * d, written into d when d is a new array of the result's shape."""
+    if type(d) is np.ndarray and type(g) in (np.ndarray, float) and \
+            np.result_type(d, g) == d.dtype and \
+            np.broadcast_shapes(np.shape(g), d.shape) == d.shape:
+        return np.multiply(d, g, out=d)
+    return g * d
+
+
 def _unary(name, npfunc, d, saves=None, ufunc=None):
     opcode = OP.get(name, -1)
     prim = Primitive(name, npfunc, saves=saves, opcode=opcode, elementwise=True)
-    prim.defvjp(lambda g, ans, x: g * d(x, ans))
+    if name in _FRESH:        # the VJP may multiply the cotangent into d in place
+        prim.defvjp(lambda g, ans, x: _times_fresh(d(x, ans), g))
+    else:
+        prim.defvjp(lambda g, ans, x: g * d(x, ans))
     prim.defjvp(lambda t, ans, x: t * d(x, ans))
     if opcode >= 0:
         UNARY[opcode] = prim
