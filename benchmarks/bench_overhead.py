@@ -1,0 +1,122 @@
+"""Per-operation recording overhead on small arrays (numpy-coverage issue).
+
+For a unary (exp), a binary (multiply), a reduction (sum) and an indexing
+op (x[1:]) on shapes (3,) and (64, 64): raw numpy, tapead recording the op on
+a live tape, autograd and torch (when installed).  Run as a report with
+``PYTHONPATH=. python benchmarks/bench_overhead.py``; as tests (pytest, with
+``--benchmark-disable``) it checks the values only.
+"""
+from __future__ import annotations
+
+import sys
+import timeit
+
+import numpy as np
+import pytest
+
+import tapead.numpy as tnp
+from tapead._core import Tape
+
+SHAPES = [(3,), (64, 64)]
+
+OPS = {
+    "exp": (np.exp, tnp.exp),
+    "multiply": (lambda a, b: a * b, lambda a, b: a * b),
+    "sum": (np.sum, tnp.sum),
+    "getitem": (lambda a: a[1:], lambda a: a[1:]),
+}
+
+
+def _setup(shape):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(shape)
+    b = rng.standard_normal(shape)
+    tape = Tape(1 << 16)
+    ta_ = tape.input(a)
+    tb_ = tape.input(b)
+    return a, b, ta_, tb_
+
+
+def _call(op, x, y):
+    f = OPS[op][1]
+    return f(x, y) if op == "multiply" else f(x)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("op", list(OPS))
+def test_tapead_op_overhead(benchmark, op, shape):
+    a, b, ta_, tb_ = _setup(shape)
+    out = benchmark(_call, op, ta_, tb_)
+    ref = OPS[op][0](a, b) if op == "multiply" else OPS[op][0](a)
+    np.testing.assert_array_equal(np.asarray(out.primal), ref)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("op", list(OPS))
+def test_numpy_op(benchmark, op, shape):
+    a, b, _, _ = _setup(shape)
+    f = OPS[op][0]
+    benchmark(f, a, b) if op == "multiply" else benchmark(f, a)
+
+
+def _peer_timings(shape, number):
+    rows = {}
+    try:
+        import autograd.numpy as anp
+        from autograd.core import VJPNode
+        from autograd.tracer import new_box, trace_stack
+        a, b, _, _ = _setup(shape)
+        with trace_stack.new_trace() as t:
+            A, B = new_box(a, t, VJPNode.new_root()), new_box(b, t, VJPNode.new_root())
+            fns = {"exp": lambda: anp.exp(A), "multiply": lambda: A * B,
+                   "sum": lambda: anp.sum(A), "getitem": lambda: A[1:]}
+            rows["autograd"] = {k: min(timeit.repeat(f, number=number, repeat=5)) / number
+                                for k, f in fns.items()}
+    except ImportError:
+        pass
+    try:
+        import torch
+        a, b, _, _ = _setup(shape)
+        A = torch.tensor(a, requires_grad=True)
+        B = torch.tensor(b, requires_grad=True)
+        fns = {"exp": lambda: torch.exp(A), "multiply": lambda: A * B,
+               "sum": lambda: torch.sum(A), "getitem": lambda: A[1:]}
+        rows["torch"] = {k: min(timeit.repeat(f, number=number, repeat=5)) / number
+                         for k, f in fns.items()}
+    except ImportError:
+        pass
+    return rows
+
+
+def _time_recording(op, shape, number, repeat=7):
+    """Best time per op, recording ``number`` ops on a fresh tape each repeat
+    (a tape keeps every output alive, so one endless tape would measure the
+    allocator, not the recording)."""
+    best = float("inf")
+    for _ in range(repeat):
+        _, _, ta_, tb_ = _setup(shape)
+        t = timeit.timeit(lambda: _call(op, ta_, tb_), number=number)
+        best = min(best, t / number)
+    return best
+
+
+def report(number: int = 200) -> None:
+    print("| shape | op | numpy | tapead | tapead - numpy | autograd | torch |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for shape in SHAPES:
+        a, b, ta_, tb_ = _setup(shape)
+        peers = _peer_timings(shape, number)
+        for op, (npf, _) in OPS.items():
+            t_np = min(timeit.repeat(
+                (lambda: npf(a, b)) if op == "multiply" else (lambda: npf(a)),
+                number=number, repeat=7)) / number
+            t_ta = _time_recording(op, shape, number)
+            ag = peers.get("autograd", {}).get(op)
+            th = peers.get("torch", {}).get(op)
+            fmt = (lambda t: f"{t * 1e6:.2f} us" if t is not None else "--")
+            print(f"| {shape} | {op} | {fmt(t_np)} | {fmt(t_ta)} | "
+                  f"{(t_ta - t_np) * 1e6:.2f} us | {fmt(ag)} | {fmt(th)} |")
+
+
+if __name__ == "__main__":
+    report(int(sys.argv[1]) if len(sys.argv) > 1 else 200)
