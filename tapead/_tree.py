@@ -37,7 +37,15 @@ LEAF = TreeDef("leaf", None, ())
 
 def tree_flatten(tree: Any) -> Tuple[List[Any], TreeDef]:
     """Leaves in order and the structure; iterative (no recursion limit)."""
-    if type(tree) in (list, tuple):
+    if type(tree) is dict:
+        keys = sorted(tree)
+        values = [tree[k] for k in keys]
+        kind = classify_leaves(values)
+        if kind:
+            td = TreeDef("dict", tuple(keys), (LEAF,) * len(keys), flat=True)
+            td.all_float = kind == 2
+            return values, td
+    elif type(tree) in (list, tuple):
         kind = classify_leaves(tree)
         if kind:
             # fast path: a flat sequence of numbers/arrays
@@ -95,6 +103,8 @@ def _freeze(td: TreeDef) -> TreeDef:
 def tree_unflatten(treedef: TreeDef, leaves: List[Any]) -> Any:
     """Inverse of ``tree_flatten``."""
     if treedef.flat:
+        if treedef.kind == "dict":
+            return dict(zip(treedef.meta, leaves))
         return tuple(leaves) if treedef.kind == "tuple" else list(leaves)
     it = iter(leaves)
 

@@ -30,6 +30,8 @@ def _check_leaf(x, what):
     """Validate a differentiable input leaf; returns it as float or array."""
     if type(x) is float:
         return x
+    if type(x) is np.ndarray and x.ndim and x.dtype.kind == "f":
+        return x
     if isinstance(x, Box):
         return x
     if isinstance(x, bool) or (isinstance(x, np.ndarray) and x.dtype == bool):
@@ -76,6 +78,9 @@ def _as_result(g, like):
     """Bring an adjoint/tangent to the input's type: numpy, same dtype."""
     if type(g) is float and type(like) is float:
         return np.float64(g)
+    if type(g) is np.ndarray and type(like) is np.ndarray and g.dtype == like.dtype \
+            and g.shape == like.shape:
+        return g
     if g is None:
         return _zeros_like(like)
     if isinstance(g, Box):
