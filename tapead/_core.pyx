@@ -224,6 +224,22 @@ def classify_leaves(seq):
     return kind
 
 
+cpdef tuple shape_of(object x):
+    """``np.shape(x)`` without numpy's dispatch (boxes, arrays, numbers)."""
+    while type(x) is Tracer or type(x) is Dual:
+        x = primal_of(x)
+    if type(x) is np.ndarray:
+        return (<object>x).shape
+    if type(x) is float or type(x) is int:
+        return ()
+    return tuple(np.shape(x))
+
+
+cpdef int ndim_of(object x):
+    """``np.ndim(x)`` without numpy's dispatch."""
+    return len(shape_of(x))
+
+
 def rebind_tracer(x, new):
     """Make box ``x`` stand for ``new`` (same trace): in-place index assignment.
 

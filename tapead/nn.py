@@ -9,7 +9,7 @@ from typing import Dict, List, Sequence
 
 import numpy as np
 
-from tapead._core import Box, bind
+from tapead._core import Box, bind, shape_of
 from tapead._prims.base import Primitive
 from tapead._prims.elementwise import tanh
 
@@ -42,9 +42,9 @@ def mse(pred, target):
     Its tape node keeps the difference array (for the backward pass) and the
     scalar loss, nothing else.
     """
-    if np.shape(pred) != np.shape(target):
-        raise ValueError(f"mse: prediction shape {np.shape(pred)} and target shape "
-                         f"{np.shape(target)} differ; reshape the target (e.g. y[:, None])")
+    if shape_of(pred) != shape_of(target):
+        raise ValueError(f"mse: prediction shape {shape_of(pred)} and target shape "
+                         f"{shape_of(target)} differ; reshape the target (e.g. y[:, None])")
     if isinstance(pred, Box) or isinstance(target, Box):
         return bind(mse_p, pred, target)
     return _mse_impl(pred, target)
