@@ -1,18 +1,37 @@
-"""Reductions: sum and mean (the rest of the family is the numpy-coverage issue)."""
+"""Reductions: sum, mean, prod, var/std, max/min, norm, cumsum/cumprod, logsumexp.
+
+Conventions at non-smooth points (docs/nonsmooth.md pins them in tests):
+
+* ``max``/``min`` split the cotangent evenly among tied elements (like
+  JAX, and like ``maximum(x, x)``, which gives 0.5 to each side);
+* ``prod`` is differentiated without dividing by zero: with one zero entry
+  the derivative at the zero is the product of the others (exact at every
+  order; with several zeros in one slice the rule builds an n-by-n array per
+  slice, n the reduced length);
+* ``norm`` (2-norm) at the zero vector has the derivative ``nan`` (0/0), as
+  in JAX: ``sqrt`` has no derivative at 0.
+
+Rules are written with tapead operations; masks and weights computed from
+concrete values are constants (the derivative of max is piecewise constant).
+"""
 from __future__ import annotations
 
 import numpy as np
+import scipy.special as sps
 
-from tapead._core import Box, bind
+from tapead._core import Box, bind, concrete
 from tapead._prims.base import Primitive
 
 
 def _norm_axis(axis, ndim):
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, int):
-        axis = (axis,)
-    return tuple(sorted(a % ndim if ndim else a for a in axis))
+    if isinstance(axis, (int, np.integer)):
+        axis = (int(axis),)
+    axes = tuple(sorted(int(a) % ndim if ndim else int(a) for a in axis))
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"repeated axis in {axis!r}")
+    return axes
 
 
 def _expand_back(g, x_shape, axis, keepdims):
@@ -25,6 +44,36 @@ def _expand_back(g, x_shape, axis, keepdims):
     return broadcast_to(g, x_shape)
 
 
+def _float_dtype(x):
+    dt = np.result_type(concrete(x))
+    return dt if np.issubdtype(dt, np.floating) else np.dtype(np.float64)
+
+
+def _as_const(a, like):
+    """A numpy constant in like's (floating) dtype: rules must not promote float32."""
+    return np.asarray(a, dtype=_float_dtype(like))
+
+
+def _reject(name, dtype=None, out=None, x=None, **unsupported):
+    """Clear errors for numpy arguments the traced version cannot honour."""
+    if out is not None:
+        raise TypeError(f"{name}(..., out=...) cannot write a traced value into an "
+                        "array; assign the result instead")
+    if dtype is not None and x is not None and np.dtype(dtype) != _float_dtype(x):
+        raise TypeError(f"{name}(..., dtype={np.dtype(dtype)}) on a traced value of dtype "
+                        f"{_float_dtype(x)}: tapead keeps the input's dtype; cast the input "
+                        "before tracing instead")
+    bad = sorted(k for k, v in unsupported.items() if v is not np._NoValue)
+    if bad:
+        raise TypeError(f"{name}: argument(s) {', '.join(bad)} are not supported on traced "
+                        f"values; compute {name} of a masked or padded array instead")
+
+
+def _batched_axes(axis, nd):
+    return tuple(a + 1 for a in _norm_axis(axis, nd))
+
+
+# sum -------------------------------------------------------------------------------
 def _sum_impl(x, axis=None, keepdims=False):
     return np.sum(x, axis=axis, keepdims=keepdims)
 
@@ -35,32 +84,387 @@ sum_p.defvjp(lambda g, ans, x, axis=None, keepdims=False:
 
 
 def _sum_batched(tans, ans, vals, params, K):
-    axis = params.get("axis")
-    nd = np.ndim(vals[0])
-    axes = tuple(a + 1 for a in _norm_axis(axis, nd))
+    axes = _batched_axes(params.get("axis"), np.ndim(vals[0]))
     return np.sum(tans[0], axis=axes, keepdims=params.get("keepdims", False))
 
 
 sum_p.jvp_batched = _sum_batched
 
 
-def sum(x, axis=None, keepdims=False):
+def sum(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     """``np.sum`` with derivatives."""
     if isinstance(x, Box):
+        _reject("sum", dtype, out, x, **kw)
         return bind(sum_p, x, axis=axis, keepdims=keepdims)
-    return np.sum(x, axis=axis, keepdims=keepdims)
+    return np.sum(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
 
-def mean(x, axis=None, keepdims=False):
+def _count(shape, axis):
+    return int(np.prod([shape[a] for a in _norm_axis(axis, len(shape))])) if shape else 1
+
+
+def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     """``np.mean`` with derivatives (a sum times a constant)."""
-    shape = np.shape(x)
-    n = int(np.prod([shape[a] for a in _norm_axis(axis, len(shape))])) if shape else 1
+    if not isinstance(x, Box):
+        return np.mean(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+    _reject("mean", dtype, out, x, **kw)
+    n = _count(np.shape(x), axis)
     s = sum(x, axis=axis, keepdims=keepdims)
     return s * (1.0 / n) if n else s
 
 
+# var, std: composites (mean, subtract, square, sum), so every order is exact -----
+def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    """``np.var`` with derivatives (``ddof`` as numpy: divide by n - ddof)."""
+    if not isinstance(x, Box):
+        return np.var(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+    _reject("var", dtype, out, x, **kw)
+    n = _count(np.shape(x), axis)
+    if n - ddof <= 0:
+        raise ValueError(f"var/std: ddof={ddof} leaves no degrees of freedom for {n} "
+                         "element(s) per slice; pass a smaller ddof")
+    d = x - mean(x, axis=axis, keepdims=True)
+    return sum(d * d, axis=axis, keepdims=keepdims) / float(n - ddof)
+
+
+def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    """``np.std`` with derivatives; at a constant slice the derivative is nan (sqrt at 0)."""
+    if not isinstance(x, Box):
+        return np.std(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+    from tapead._prims.elementwise import sqrt
+    return sqrt(var(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw))
+
+
+# max, min: the cotangent goes to the maximisers, split evenly among ties ---------
+def _tie_weights(x, ans, axis, keepdims):
+    """Constant weights: 1/k on each of the k elements equal to the extremum."""
+    xc = np.asarray(concrete(x))
+    ac = np.asarray(concrete(ans))
+    axes = _norm_axis(axis, xc.ndim)
+    if not keepdims:
+        ac = np.expand_dims(ac, axes)
+    hit = xc == ac
+    count = np.maximum(np.sum(hit, axis=axes, keepdims=True), 1)
+    return _as_const(hit / count, x)
+
+
+def _extremum(name, npfunc):
+    prim = Primitive(name, lambda x, axis=None, keepdims=False:
+                     npfunc(x, axis=axis, keepdims=keepdims), saves=(0,))
+    prim.defvjp(lambda g, ans, x, axis=None, keepdims=False:
+                _expand_back(g, np.shape(x), axis, keepdims)
+                * _tie_weights(x, ans, axis, keepdims))
+    prim.defjvp(lambda t, ans, x, axis=None, keepdims=False:
+                sum(t * _tie_weights(x, ans, axis, keepdims), axis=axis, keepdims=keepdims))
+
+    def batched(tans, ans, vals, params, K):
+        axis, keepdims = params.get("axis"), params.get("keepdims", False)
+        w = _tie_weights(vals[0], ans, axis, keepdims)
+        return np.sum(tans[0] * w, axis=_batched_axes(axis, np.ndim(vals[0])),
+                      keepdims=keepdims)
+    prim.jvp_batched = batched
+
+    def func(x, axis=None, out=None, keepdims=False, **kw):
+        if not isinstance(x, Box):
+            return npfunc(x, axis=axis, out=out, keepdims=keepdims, **kw)
+        _reject(name, None, out, x, **kw)
+        if np.size(concrete(x)) == 0:
+            raise ValueError(f"{name} of an empty array has no value; pass a non-empty "
+                             "array (initial= is not supported on traced values)")
+        return bind(prim, x, axis=axis, keepdims=keepdims)
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = (f"``np.{name}`` with derivatives: the cotangent goes to the "
+                    f"{name}imising elements, split evenly among ties (like JAX).")
+    func.prim = prim
+    return func
+
+
+max = _extremum("max", np.max)  # noqa: A001
+min = _extremum("min", np.min)  # noqa: A001
+amax = max
+amin = min
+
+
+def ptp(x, axis=None, out=None, keepdims=False):
+    """``np.ptp`` (max - min) with derivatives."""
+    if not isinstance(x, Box):
+        return np.ptp(x, axis=axis, out=out, keepdims=keepdims)
+    return max(x, axis, out, keepdims) - min(x, axis, out, keepdims)
+
+
+# prod: partial derivatives without dividing by zero ------------------------------
+def _to_last(x, axes):
+    """Move ``axes`` to the end and flatten them: shape (rest..., n)."""
+    from tapead._prims.shape import reshape, transpose
+    shape = np.shape(x)
+    rest = tuple(i for i in range(len(shape)) if i not in axes)
+    perm = rest + tuple(axes)
+    n = _count(shape, axes)
+    return reshape(transpose(x, perm), tuple(shape[i] for i in rest) + (n,)), perm
+
+
+def _from_last(y, shape, perm):
+    from tapead._prims.shape import reshape, transpose
+    y = reshape(y, tuple(shape[i] for i in perm))
+    return transpose(y, tuple(int(i) for i in np.argsort(perm)))
+
+
+def _others(xm):
+    """prod over j != i of xm[..., j], for each i (last axis): an n-by-n product."""
+    from tapead._prims.elementwise import where
+    from tapead._prims.shape import reshape
+    n = np.shape(xm)[-1]
+    y = where(np.eye(n, dtype=bool), 1.0, reshape(xm, np.shape(xm)[:-1] + (1, n)))
+    return prod(y, axis=-1)
+
+
+def _prod_partials(x, ans, axis, keepdims):
+    """d prod(x) / dx, shaped like x, written with tapead operations."""
+    from tapead._prims.elementwise import where
+    shape = np.shape(x)
+    axes = _norm_axis(axis, len(shape))
+    zero = np.asarray(concrete(x)) == 0
+    if not zero.any():
+        return _expand_back(ans, shape, axes, keepdims) / x
+    nzero = np.sum(zero, axis=axes, keepdims=True)
+    if nzero.max() <= 1:
+        # z: x with its zero replaced by 1 (no zeros); u: x's zero, 1 elsewhere.
+        # prod(x) = prod(z) prod(u); d/dx_k at the zero is prod(z); elsewhere
+        # prod(z) prod(u) / z_j.  Both are identities near x, so exact at every order.
+        z = where(zero, 1.0, x)
+        u = where(zero, x, 1.0)
+        pz = _expand_back(prod(z, axis=axes, keepdims=True), shape, axes, True)
+        pu = _expand_back(prod(u, axis=axes, keepdims=True), shape, axes, True)
+        return where(zero, pz, pz * pu / z)
+    xm, perm = _to_last(x, axes)
+    return _from_last(_others(xm), shape, perm)
+
+
+def _prod_impl(x, axis=None, keepdims=False):
+    return np.prod(x, axis=axis, keepdims=keepdims)
+
+
+prod_p = Primitive("prod", _prod_impl, saves=(0,))
+prod_p.defvjp(lambda g, ans, x, axis=None, keepdims=False:
+              _expand_back(g, np.shape(x), axis, keepdims)
+              * _prod_partials(x, ans, axis, keepdims))
+prod_p.defjvp(lambda t, ans, x, axis=None, keepdims=False:
+              sum(t * _prod_partials(x, ans, axis, keepdims), axis=axis, keepdims=keepdims))
+
+
+def _prod_batched(tans, ans, vals, params, K):
+    axis, keepdims = params.get("axis"), params.get("keepdims", False)
+    p = _prod_partials(vals[0], ans, axis, keepdims)
+    return np.sum(tans[0] * p, axis=_batched_axes(axis, np.ndim(vals[0])), keepdims=keepdims)
+
+
+prod_p.jvp_batched = _prod_batched
+
+
+def prod(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    """``np.prod`` with derivatives, exact at zero entries (see the module notes)."""
+    if not isinstance(x, Box):
+        return np.prod(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+    _reject("prod", dtype, out, x, **kw)
+    return bind(prod_p, x, axis=_norm_axis(axis, np.ndim(x)), keepdims=keepdims)
+
+
+# cumsum, cumprod ------------------------------------------------------------------
+def _flip(x, axis):
+    from tapead._prims.shape import getitem
+    idx = [slice(None)] * np.ndim(x)
+    idx[axis] = slice(None, None, -1)
+    return getitem(x, tuple(idx))
+
+
+def _rev_cumsum(x, axis):
+    return _flip(cumsum(_flip(x, axis), axis), axis)
+
+
+cumsum_p = Primitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis), saves=(),
+                     linear=True)
+cumsum_p.defvjp(lambda g, ans, x, axis: _rev_cumsum(g, axis))
+cumsum_p.jvp_batched = lambda tans, ans, vals, params, K: np.cumsum(
+    tans[0], axis=params["axis"] + 1)
+
+
+def _flat_axis(name, x, axis):
+    """numpy's axis=None means 'flattened'; returns (x, int axis)."""
+    from tapead._prims.shape import reshape
+    if axis is None or np.ndim(x) == 0:
+        return reshape(x, (-1,)), 0
+    return x, int(axis) % np.ndim(x)
+
+
+def cumsum(x, axis=None, dtype=None, out=None):
+    """``np.cumsum`` with derivatives (``axis=None`` flattens, like numpy)."""
+    if not isinstance(x, Box):
+        return np.cumsum(x, axis=axis, dtype=dtype, out=out)
+    _reject("cumsum", dtype, out, x)
+    x, axis = _flat_axis("cumsum", x, axis)
+    return bind(cumsum_p, x, axis=axis)
+
+
+def _cumprod_jacobian(x, axis):
+    """J[..., k, i] = d cumprod(x)_k / d x_i along ``axis`` (moved last), zero-safe."""
+    from tapead._prims.elementwise import where
+    from tapead._prims.shape import reshape
+    xm, perm = _to_last(x, (axis,))
+    n = np.shape(xm)[-1]
+    tril = np.tril(np.ones((n, n), dtype=bool))
+    y = where(tril, reshape(xm, np.shape(xm)[:-1] + (1, n)), 1.0)     # row k: x_0..x_k
+    jac = _prod_partials(y, prod(y, axis=-1), -1, False)
+    return where(tril, jac, 0.0), perm
+
+
+def _cumprod_vjp(g, ans, x, axis):
+    if not (np.asarray(concrete(x)) == 0).any():
+        return _rev_cumsum(g * ans, axis) / x
+    from tapead._prims.shape import reshape
+    jac, perm = _cumprod_jacobian(x, axis)
+    gm, _ = _to_last(g, (axis,))
+    gx = sum(reshape(gm, np.shape(gm) + (1,)) * jac, axis=-2)
+    return _from_last(gx, np.shape(x), perm)
+
+
+def _cumprod_jvp(t, ans, x, axis):
+    if not (np.asarray(concrete(x)) == 0).any():
+        return ans * cumsum(t / x, axis)
+    from tapead._prims.shape import reshape
+    jac, perm = _cumprod_jacobian(x, axis)
+    tm, _ = _to_last(t, (axis,))
+    tx = sum(reshape(tm, np.shape(tm)[:-1] + (1, np.shape(tm)[-1])) * jac, axis=-1)
+    return _from_last(tx, np.shape(x), perm)
+
+
+cumprod_p = Primitive("cumprod", lambda x, axis: np.cumprod(x, axis=axis), saves=(0,))
+cumprod_p.defvjp(_cumprod_vjp)
+cumprod_p.defjvp(_cumprod_jvp)
+
+
+def cumprod(x, axis=None, dtype=None, out=None):
+    """``np.cumprod`` with derivatives, exact at zero entries (``axis=None`` flattens)."""
+    if not isinstance(x, Box):
+        return np.cumprod(x, axis=axis, dtype=dtype, out=out)
+    _reject("cumprod", dtype, out, x)
+    x, axis = _flat_axis("cumprod", x, axis)
+    return bind(cumprod_p, x, axis=axis)
+
+
+# logsumexp: stable, a composite whose shift is a constant ---------------------------
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """``scipy.special.logsumexp`` with derivatives in ``a`` and in the weights ``b``.
+
+    Computed as ``m + log(sum(b * exp(a - m)))`` with ``m`` the (constant)
+    maximum, so it neither overflows nor loses the derivative: the result
+    does not depend on ``m``.  With ``return_sign=True`` returns
+    ``(log|sum|, sign)``, the sign a plain array.
+    """
+    if not isinstance(a, Box) and not isinstance(b, Box):
+        return sps.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
+    from tapead._prims.elementwise import absolute, exp, log
+    from tapead._prims.shape import reshape
+    ac = np.asarray(concrete(a))
+    if b is not None:
+        ac = np.broadcast_to(ac, np.broadcast_shapes(ac.shape, np.shape(b)))
+    axes = _norm_axis(axis, ac.ndim)
+    m = np.max(ac, axis=axes, keepdims=True) if ac.size else np.zeros((1,) * ac.ndim)
+    m = _as_const(np.where(np.isfinite(m), m, 0), a)
+    e = exp(a - m)
+    if b is not None:
+        e = b * e
+    s = sum(e, axis=axes, keepdims=True)
+    sign = None
+    if return_sign:
+        sign = np.sign(np.asarray(concrete(s)))
+        s = absolute(s)
+    out = log(s) + m
+    if not keepdims:
+        out = reshape(out, tuple(n for i, n in enumerate(np.shape(out)) if i not in axes))
+        if sign is not None:
+            sign = np.reshape(sign, np.shape(out))
+    return (out, sign) if return_sign else out
+
+
+# norm: vector and matrix norms, composites ----------------------------------------
+def _keep(out, shape, axes, keepdims):
+    from tapead._prims.shape import reshape
+    if not keepdims:
+        return out
+    return reshape(out, tuple(1 if i in axes else n for i, n in enumerate(shape)))
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+    """``np.linalg.norm`` with derivatives.
+
+    Vector norms (1-d input, or an integer ``axis``): ``ord`` None/2, 1,
+    inf, -inf, 0 (a count: no derivative) and any other p.  Matrix norms (2-d
+    input, or a pair ``axis``): ``None``/``'fro'``, 1, -1, inf, -inf.  The
+    spectral and nuclear norms (2, -2, 'nuc') need an SVD and are not
+    supported.  The 2-norm at the zero vector has a nan derivative (as in JAX).
+    """
+    if not isinstance(x, Box):
+        return np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
+    from tapead._prims.elementwise import absolute, sqrt
+    shape = np.shape(x)
+    nd = len(shape)
+    if axis is None and (ord is None or nd <= 1):
+        axes = tuple(range(nd))
+        if ord is None or nd == 0:
+            return _keep(sqrt(sum(x * x)), shape, axes, keepdims)
+    elif axis is None:
+        axes = tuple(range(nd))
+    else:
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        axes = tuple(int(a) % nd for a in axes)
+    if len(axes) == 1:
+        if ord is None or ord == 2:
+            out = sqrt(sum(x * x, axis=axes))
+        elif ord == np.inf:
+            out = max(absolute(x), axis=axes)
+        elif ord == -np.inf:
+            out = min(absolute(x), axis=axes)
+        elif ord == 0:
+            out = _as_const(np.sum(np.asarray(concrete(x)) != 0, axis=axes), x)
+        elif ord == 1:
+            out = sum(absolute(x), axis=axes)
+        elif isinstance(ord, str):
+            raise ValueError(f"norm: ord={ord!r} is a matrix norm; a vector (one axis) "
+                             "takes ord None, 1, 2, inf, -inf, 0 or a number")
+        else:
+            p = float(ord)
+            out = sum(absolute(x) ** p, axis=axes) ** (1.0 / p)
+        return _keep(out, shape, axes, keepdims)
+    if len(axes) != 2:
+        raise ValueError(f"norm: axis must be an int or a pair of ints; got {axis!r} for a "
+                         f"{nd}-d array (pass axis= to choose the vector or matrix axes)")
+    row, col = axes
+    if ord is None or ord == "fro":
+        out = sqrt(sum(x * x, axis=axes))
+    elif ord in (1, -1, np.inf, -np.inf):
+        pick = max if ord > 0 else min
+        if ord in (1, -1):          # largest column sum: sum over rows, then over columns
+            inner, outer = row, col
+        else:                       # largest row sum
+            inner, outer = col, row
+        s = sum(absolute(x), axis=inner)
+        out = pick(s, axis=outer - 1 if outer > inner else outer)
+    else:
+        raise NotImplementedError(
+            f"norm: the matrix norm ord={ord!r} needs singular values, which tapead does "
+            "not differentiate yet; use ord='fro', 1, -1, inf or -inf, or the largest "
+            "eigenvalue of x.T @ x from tapead.numpy.linalg.eigh")
+    return _keep(out, shape, axes, keepdims)
+
+
 #: numpy functions (NEP 18) this module implements for tracers
-NUMPY_FUNCTIONS = {np.sum: sum, np.mean: mean}
+NUMPY_FUNCTIONS = {
+    np.sum: sum, np.mean: mean, np.prod: prod, np.var: var, np.std: std,
+    np.max: max, np.min: min, np.amax: amax, np.amin: amin, np.ptp: ptp,
+    np.cumsum: cumsum, np.cumprod: cumprod, np.linalg.norm: norm,
+}
 #: methods of traced arrays (x.sum(...)) : name -> function(x, *args, **kw)
-TRACER_METHODS = {"sum": sum, "mean": mean}
-__all__ = ["sum", "mean"]
+TRACER_METHODS = {"sum": sum, "mean": mean, "prod": prod, "var": var, "std": std,
+                  "max": max, "min": min, "cumsum": cumsum, "cumprod": cumprod}
+__all__ = ["sum", "mean", "prod", "var", "std", "max", "min", "amax", "amin", "ptp",
+           "cumsum", "cumprod"]

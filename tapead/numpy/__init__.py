@@ -16,6 +16,7 @@ from tapead._prims.elementwise import *  # noqa: F401,F403
 from tapead._prims.reductions import *  # noqa: F401,F403
 from tapead._prims.shape import *  # noqa: F401,F403
 from tapead._prims.linalg import *  # noqa: F401,F403
+from tapead._prims.sorting import *  # noqa: F401,F403
 
 abs = absolute  # noqa: A001
 true_divide = divide

@@ -1,0 +1,99 @@
+"""Sorting and index-valued functions: sort, argsort, argmax, argmin.
+
+``sort`` differentiates through the permutation it applies: the tangent is
+permuted like the values, the cotangent is scattered back through the
+inverse permutation.  Ties are broken by a stable sort (first occurrence
+first), as in JAX.
+
+``argsort``, ``argmax`` and ``argmin`` return plain integer numpy arrays,
+never traced values: their derivatives exist and are zero almost everywhere
+(and undefined at the jumps), which is useless for learning.  Using their
+result as an index (``x[np.argmax(x)]``) differentiates the value selected.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tapead._core import Box, bind, concrete
+from tapead._prims.base import Primitive
+
+
+def _inverse(perm, axis):
+    """The inverse of a permutation along ``axis`` (same shape)."""
+    return np.argsort(perm, axis=axis)
+
+
+# permute: take_along_axis with a permutation (linear; its transpose is the inverse)
+permute_p = Primitive("permute_along_axis",
+                      lambda x, perm, axis: np.take_along_axis(x, perm, axis=axis),
+                      saves=(), linear=True)
+permute_p.defvjp(lambda g, ans, x, perm, axis: permute(g, _inverse(perm, axis), axis))
+permute_p.jvp_batched = lambda tans, ans, vals, params, K: np.take_along_axis(
+    tans[0], params["perm"][None], axis=params["axis"] + 1)
+
+
+def permute(x, perm, axis):
+    """``np.take_along_axis(x, perm, axis)`` for a permutation ``perm``, differentiable."""
+    if isinstance(x, Box):
+        return bind(permute_p, x, perm=perm, axis=axis)
+    return np.take_along_axis(x, perm, axis=axis)
+
+
+# sort: the permutation is recomputed from the saved input (so a replayed tape
+# sorts its new values), and applied to tangents and cotangents
+def _perm(x, axis):
+    return np.argsort(np.asarray(concrete(x)), axis=axis, kind="stable")
+
+
+sort_p = Primitive("sort", lambda x, axis: np.sort(x, axis=axis, kind="stable"), saves=(0,))
+sort_p.defvjp(lambda g, ans, x, axis: permute(g, _inverse(_perm(x, axis), axis), axis))
+sort_p.defjvp(lambda t, ans, x, axis: permute(t, _perm(x, axis), axis))
+sort_p.jvp_batched = lambda tans, ans, vals, params, K: np.take_along_axis(
+    tans[0], _perm(vals[0], params["axis"])[None], axis=params["axis"] + 1)
+
+
+def _check_order(name, order):
+    if order is not None:
+        raise TypeError(f"{name}(..., order=...) sorts structured arrays; traced values "
+                        "are plain float arrays: drop order=")
+
+
+def sort(x, axis=-1, kind=None, order=None, **kw):
+    """``np.sort`` with derivatives (ties: stable order; ``axis=None`` flattens)."""
+    if not isinstance(x, Box):
+        return np.sort(x, axis=axis, kind=kind, order=order, **kw)
+    _check_order("sort", order)
+    from tapead._prims.shape import reshape
+    if axis is None or np.ndim(x) == 0:
+        x, axis = reshape(x, (-1,)), 0
+    return bind(sort_p, x, axis=int(axis) % np.ndim(x))
+
+
+def argsort(x, axis=-1, kind=None, order=None, **kw):
+    """``np.argsort`` of the concrete values: a plain integer array (no derivative)."""
+    _check_order("argsort", order)
+    return np.argsort(np.asarray(concrete(x)), axis=axis, kind=kind, **kw)
+
+
+def argmax(x, axis=None, out=None, **kw):
+    """``np.argmax`` of the concrete values: plain integers (no derivative)."""
+    return np.argmax(np.asarray(concrete(x)), axis=axis, out=out, **kw)
+
+
+def argmin(x, axis=None, out=None, **kw):
+    """``np.argmin`` of the concrete values: plain integers (no derivative)."""
+    return np.argmin(np.asarray(concrete(x)), axis=axis, out=out, **kw)
+
+
+def _sort_method(x, *args, **kw):
+    raise TypeError("x.sort() sorts in place, which a traced value cannot do; "
+                    "use y = np.sort(x) (or tapead.numpy.sort) and keep the result")
+
+
+#: numpy functions (NEP 18) this module implements for tracers
+NUMPY_FUNCTIONS = {np.sort: sort, np.argsort: argsort, np.argmax: argmax,
+                   np.argmin: argmin}
+#: methods of traced arrays : name -> function(x, *args, **kw)
+TRACER_METHODS = {"argsort": argsort, "argmax": argmax, "argmin": argmin,
+                  "sort": _sort_method}
+__all__ = ["sort", "argsort", "argmax", "argmin"]

@@ -1,0 +1,118 @@
+"""scipy.special functions with derivatives (exported by ``tapead.scipy.special``).
+
+The elementwise ones are scipy ufuncs: importing this module registers them
+in the ufunc table, so ``scipy.special.erf(tracer)`` records like
+``tapead.scipy.special.erf(tracer)``.  ``logsumexp``, ``softmax``,
+``log_softmax`` and ``polygamma`` are plain Python functions in scipy (no
+dispatch protocol): call the tapead versions on traced values.
+
+Derivative chain: ``gammaln' = digamma``, ``digamma' = polygamma(1, .)``,
+``polygamma(n, .)' = polygamma(n + 1, .)``: every order is available.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import scipy.special as sps
+
+from tapead._core import Box, bind
+from tapead._prims import elementwise as ew
+from tapead._prims.base import Primitive
+from tapead._prims.elementwise import exp, log, log1p, sigmoid, unbroadcast
+from tapead._prims.reductions import logsumexp
+
+TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+# polygamma(n, x): n a constant integer ------------------------------------------
+def _polygamma_impl(x, n):
+    out = sps.polygamma(n, x)
+    dt = np.result_type(x)
+    if np.issubdtype(dt, np.floating) and np.result_type(out) != dt:   # float32 in
+        out = np.asarray(out, dtype=dt)[()]
+    return out
+
+
+polygamma_p = Primitive("polygamma", _polygamma_impl, elementwise=True)
+polygamma_p.defvjp(lambda g, ans, x, n: g * polygamma(n + 1, x))
+polygamma_p.defjvp(lambda t, ans, x, n: t * polygamma(n + 1, x))
+
+
+def polygamma(n, x):
+    """``scipy.special.polygamma(n, x)`` with derivatives in ``x`` (``n`` an integer >= 0)."""
+    n_int = int(n) if np.ndim(n) == 0 and float(n) == int(n) else None
+    if n_int is None or n_int < 0:
+        raise ValueError(f"polygamma: n must be a non-negative integer constant; got {n!r}")
+    if isinstance(x, Box):
+        return bind(polygamma_p, x, n=n_int)
+    return _polygamma_impl(x, n_int)
+
+
+# unary ufuncs: name, scipy ufunc, d(x, ans) ----------------------------------------
+U = ew._unary
+digamma = U("digamma", sps.digamma, lambda x, a: polygamma(1, x), ufunc=sps.digamma)
+psi = digamma
+gammaln = U("gammaln", sps.gammaln, lambda x, a: digamma(x), ufunc=sps.gammaln)
+gamma = U("gamma", sps.gamma, lambda x, a: a * digamma(x), ufunc=sps.gamma)
+erf = U("erf", sps.erf, lambda x, a: TWO_OVER_SQRT_PI * exp(-(x * x)), ufunc=sps.erf)
+erfc = U("erfc", sps.erfc, lambda x, a: -TWO_OVER_SQRT_PI * exp(-(x * x)), ufunc=sps.erfc)
+logit = U("logit", sps.logit, lambda x, a: 1.0 / (x * (1.0 - x)), ufunc=sps.logit)
+expit = sigmoid                      # the same function as tapead.numpy.sigmoid
+del U
+
+
+# binary ufuncs: xlogy(x, y) = x log y, xlog1py(x, y) = x log(1 + y), 0 where x == 0
+def _binary(name, npfunc, dx, dy):
+    prim = Primitive(name, npfunc, elementwise=True)
+    prim.defvjp(lambda g, ans, x, y: unbroadcast(x, g * dx(x, y)),
+                lambda g, ans, x, y: unbroadcast(y, g * dy(x, y)))
+    prim.defjvp(lambda t, ans, x, y: t * dx(x, y), lambda t, ans, x, y: t * dy(x, y))
+
+    def func(x, y):
+        if isinstance(x, Box) or isinstance(y, Box):
+            return bind(prim, x, y)
+        return npfunc(x, y)
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = f"``scipy.special.{name}`` with derivatives in both arguments."
+    func.prim = prim
+    ew.BY_NAME[name] = func
+    ew.UFUNCS[npfunc] = func
+    return func
+
+
+xlogy = _binary("xlogy", sps.xlogy, lambda x, y: log(y), lambda x, y: x / y)
+xlog1py = _binary("xlog1py", sps.xlog1py, lambda x, y: log1p(y), lambda x, y: x / (1.0 + y))
+
+
+# softmax and friends: composites of logsumexp ------------------------------------
+def log_softmax(x, axis=None):
+    """``scipy.special.log_softmax`` with derivatives."""
+    if not isinstance(x, Box):
+        return sps.log_softmax(x, axis=axis)
+    return x - logsumexp(x, axis=axis, keepdims=True)
+
+
+def softmax(x, axis=None):
+    """``scipy.special.softmax`` with derivatives."""
+    if not isinstance(x, Box):
+        return sps.softmax(x, axis=axis)
+    return exp(log_softmax(x, axis=axis))
+
+
+_SCIPY_UFUNCS = {sps.digamma: digamma, sps.gammaln: gammaln, sps.gamma: gamma,
+                 sps.erf: erf, sps.erfc: erfc, sps.logit: logit, sps.expit: expit,
+                 sps.xlogy: xlogy, sps.xlog1py: xlog1py}
+ew.UFUNCS.update(_SCIPY_UFUNCS)
+# tapead._prims copies ew.UFUNCS when it is imported; if that already happened
+# (this module imported late), update its copy too
+_pkg = sys.modules.get("tapead._prims")
+if _pkg is not None and isinstance(getattr(_pkg, "UFUNCS", None), dict):
+    _pkg.UFUNCS.update(_SCIPY_UFUNCS)
+del _pkg
+
+#: numpy functions (NEP 18): none (scipy.special's ufuncs dispatch through the ufunc table)
+NUMPY_FUNCTIONS: dict = {}
+__all__ = ["erf", "erfc", "expit", "logit", "gammaln", "gamma", "digamma", "psi",
+           "polygamma", "xlogy", "xlog1py", "logsumexp", "softmax", "log_softmax"]
