@@ -13,7 +13,7 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
-from tapead._prims import linalg, reductions, shape, sorting, special
+from tapead._prims import indexing, linalg, reductions, shape, sorting, special
 from tapead._prims.base import Primitive, ShapeOnly
 from tapead.errors import NonDifferentiableError
 
@@ -22,7 +22,7 @@ __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
 
 #: the primitive families; each module exports NUMPY_FUNCTIONS (numpy function ->
 #: tapead implementation, for NEP 18 dispatch) and optionally TRACER_METHODS
-FAMILIES = [ew, reductions, shape, linalg, sorting, special]
+FAMILIES = [ew, reductions, shape, indexing, linalg, sorting, special]
 
 UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul
@@ -69,8 +69,17 @@ def _array_function(func, types, args, kwargs):
 
 
 def _setitem(x, idx, value):
-    raise TypeError("index assignment on a traced array is not supported yet; "
-                    "build the array with ta.numpy.where or concatenate instead")
+    """``x[idx] = value`` on a box: record the functional update
+    ``index_update(x, value, idx)`` and make ``x`` stand for it."""
+    new = indexing.index_update(x, value, idx, "set")
+    try:
+        _core.rebind_tracer(x, new)
+    except (TypeError, ValueError):
+        raise TypeError(
+            "x[idx] = v: v is traced by a transform nested inside the one that traces "
+            "x (e.g. x was created outside the function being differentiated), so x "
+            "cannot hold it in place. Build a new array instead: "
+            "x2 = tapead.numpy.at(x)[idx].set(v)") from None
 
 
 def _getattr(x, name):

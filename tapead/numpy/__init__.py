@@ -15,6 +15,7 @@ from tapead._core import (  # noqa: F401  (scalar fast path in C)
 from tapead._prims.elementwise import *  # noqa: F401,F403
 from tapead._prims.reductions import *  # noqa: F401,F403
 from tapead._prims.shape import *  # noqa: F401,F403
+from tapead._prims.indexing import *  # noqa: F401,F403
 from tapead._prims.linalg import *  # noqa: F401,F403
 from tapead._prims.sorting import *  # noqa: F401,F403
 

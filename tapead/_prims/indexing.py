@@ -1,0 +1,355 @@
+"""Indexing primitives: ``x[idx]``, its transpose, and functional index updates.
+
+* ``getitem``: basic slicing, integers, integer arrays, boolean masks.  Its
+  VJP is a ``Scatter`` that the reverse sweep adds into the parent's adjoint
+  in place (``np.add.at`` when indices may repeat).
+* ``index_add_zeros``: zeros with values added at ``idx`` (the transpose of
+  ``getitem``; ``diag`` of a vector uses it).
+* ``index_update(x, v, idx, mode)``: a *new* array, ``x`` with ``v`` written
+  (``"set"``) or accumulated (``"add"``) at ``idx``.  ``y[idx] = v`` on a
+  traced array records one and rebinds ``y`` to it
+  (``tapead._prims._setitem``), so in-place numpy code differentiates.
+  ``at(x)[idx].set(v)`` / ``.add(v)`` / ``.get()`` is the same update in
+  JAX's spelling.
+
+Index semantics are numpy's.  In particular ``y[[0, 0]] += 1`` adds *once*
+(Python runs it as ``y[[0, 0]] = y[[0, 0]] + 1``: the last write wins),
+while ``at(y)[[0, 0]].add(1)`` accumulates both, like ``np.add.at`` and
+JAX's ``.at[].add``.
+
+All three are linear (jointly in their array arguments), so their JVP is the
+primitive applied to the tangents; their batched JVPs carry the K
+directions on a *trailing* axis, which no index can reach.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tapead import _core
+from tapead._core import Box, Scatter, bind
+from tapead._prims.base import Primitive
+
+
+def _dtype(x):
+    return np.result_type(_core.concrete(x))
+
+
+# index keys ----------------------------------------------------------------------
+def has_box(obj) -> bool:
+    """True when ``obj`` is a box or a (nested) list or tuple holding one."""
+    if isinstance(obj, Box):
+        return True
+    if isinstance(obj, (list, tuple)):
+        return any(has_box(o) for o in obj)
+    return False
+
+
+def _index_key(idx):
+    """Make an index safe to keep: lists become arrays, boxes are errors."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    out = []
+    for it in items:
+        if has_box(it):
+            raise TypeError("an index cannot be a traced value (its derivative would be "
+                            "lost); use an integer array or a boolean mask computed from "
+                            "concrete values, e.g. x.value > 0 or ta.stop_gradient(i)")
+        if isinstance(it, list):
+            it = np.asarray(it)
+        out.append(it)
+    return tuple(out) if isinstance(idx, tuple) else out[0]
+
+
+def _is_basic(idx) -> bool:
+    """Basic indexing (ints, slices, None, Ellipsis) never repeats an element."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    return all(isinstance(i, (int, np.integer, slice)) or i is None or i is Ellipsis
+               for i in items) or (not isinstance(idx, tuple) and isinstance(idx, np.ndarray)
+                                   and idx.dtype == bool)
+
+
+def _expand_ellipsis(idx, ndim):
+    """``idx`` as a tuple without ``...`` (explicit slices), so that an extra
+    trailing axis of K directions is never indexed."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    if not any(i is Ellipsis for i in items):
+        return items
+    used = 0
+    for i in items:
+        if i is None or i is Ellipsis:
+            continue
+        if isinstance(i, np.ndarray) and i.dtype == bool:
+            used += i.ndim
+        else:
+            used += 1
+    k = next(j for j, i in enumerate(items) if i is Ellipsis)
+    return items[:k] + (slice(None),) * (ndim - used) + items[k + 1:]
+
+
+def _k_last(t):
+    return np.moveaxis(t, 0, -1)
+
+
+def _k_first(t):
+    return np.moveaxis(t, -1, 0)
+
+
+# getitem -------------------------------------------------------------------------
+getitem_p = Primitive("getitem", lambda x, idx: x[idx], saves=(), linear=True)
+
+
+def _getitem_vjp(g, ans, x, idx):
+    if isinstance(g, Box):
+        return index_add_zeros(g, idx, np.shape(x), np.result_type(x.dtype))
+    return Scatter(g, idx, np.shape(x), x.dtype)     # added in place by the sweep
+
+
+getitem_p.defvjp(_getitem_vjp)
+
+
+def _batched_getitem(t, idx):
+    """``t[:, idx]`` for tangents with a leading axis of K directions."""
+    return _k_first(_k_last(t)[_expand_ellipsis(idx, np.ndim(t) - 1)])
+
+
+getitem_p.jvp_batched = lambda tans, ans, vals, params, K: _batched_getitem(
+    tans[0], params["idx"])
+
+
+def getitem(x, idx):
+    """``x[idx]`` with derivatives (slices, integers, integer arrays, masks)."""
+    idx = _index_key(idx)
+    if isinstance(x, Box):
+        return bind(getitem_p, x, idx=idx)
+    return np.asarray(x)[idx] if isinstance(x, (int, float)) else x[idx]
+
+
+# index_add_zeros: the transpose of getitem -----------------------------------------
+def _index_add_impl(g, idx, shape, dtype):
+    out = np.zeros(shape, dtype=np.result_type(dtype, np.asarray(g).dtype))
+    if _is_basic(idx):
+        out[idx] += g
+    else:
+        np.add.at(out, idx, g)
+    return out
+
+
+def _index_add_batched(tans, ans, vals, params, K):
+    out = np.zeros((K,) + tuple(params["shape"]), dtype=_dtype(ans))
+    view = _k_last(out)
+    idx = _expand_ellipsis(params["idx"], len(params["shape"]))
+    g = _k_last(np.reshape(tans[0], (K,) + np.shape(vals[0])))
+    if _is_basic(params["idx"]):
+        view[idx] += g
+    else:
+        np.add.at(view, idx, g)
+    return out
+
+
+index_add_p = Primitive("index_add_zeros", _index_add_impl, saves=(), linear=True)
+index_add_p.defvjp(lambda g, ans, u, idx, shape, dtype: getitem(g, idx))
+index_add_p.jvp_batched = _index_add_batched
+
+
+def index_add_zeros(g, idx, shape, dtype):
+    """zeros(shape) with ``g`` added at ``idx`` (the transpose of indexing)."""
+    if isinstance(g, Box):
+        return bind(index_add_p, g, idx=idx, shape=shape, dtype=dtype)
+    return _index_add_impl(g, idx, shape, dtype)
+
+
+# index_update: x with v set (or accumulated) at idx ---------------------------------
+_MODES = ("set", "add")
+
+
+def _write(out, idx, v, mode):
+    if mode == "set":
+        out[idx] = v
+    elif _is_basic(idx):
+        out[idx] += v
+    else:
+        np.add.at(out, idx, v)
+
+
+def _update_impl(x, v, idx, mode):
+    out = np.array(x, copy=True)        # x's dtype: numpy casts v on assignment
+    _write(out, idx, v, mode)
+    return out
+
+
+def _winners(idx, shape):
+    """Boolean array of ``x[idx]``'s shape: which positions of the indexed
+    region land in the result of ``x[idx] = v`` (with repeated indices only
+    the last write of an element survives, as in numpy)."""
+    pos = np.full(shape, -1, dtype=np.intp)
+    region = pos[idx]
+    ids = np.arange(region.size, dtype=np.intp).reshape(region.shape)
+    pos[idx] = ids
+    return pos[idx] == ids
+
+
+def _sum_to(g, shape):
+    """Sum the cotangent ``g`` of a broadcast value back to ``shape``."""
+    from tapead._prims.elementwise import unbroadcast
+    from tapead._prims.shape import reshape
+    shape = tuple(shape)
+    if np.shape(g) == shape:
+        return g
+    extra = len(shape) - np.ndim(g)         # v had leading size-1 axes numpy dropped
+    core = shape[extra:] if extra > 0 else shape
+    g = unbroadcast(np.broadcast_to(np.zeros((), _dtype(g)), core), g)
+    return reshape(g, shape) if np.shape(g) != shape else g
+
+
+def _update_vjp_x(g, ans, x, v, idx, mode):
+    if mode == "add":
+        return g
+    return index_update(g, np.zeros((), _dtype(g)), idx, "set")
+
+
+def _update_vjp_v(g, ans, x, v, idx, mode):
+    gv = getitem(g, idx)
+    if mode == "set" and not _is_basic(idx):
+        win = _winners(idx, np.shape(x))
+        if not win.all():
+            gv = gv * win.astype(_dtype(gv))
+    return _sum_to(gv, np.shape(v))
+
+
+def _update_batched(tans, ans, vals, params, K):
+    x, v = vals
+    idx, mode = params["idx"], params["mode"]
+    dtype = _dtype(ans)
+    tx, tv = tans
+    out = (np.zeros((K,) + np.shape(x), dtype) if tx is None
+           else np.array(np.broadcast_to(tx, (K,) + np.shape(x)), dtype=dtype))
+    view = _k_last(out)
+    idx = _expand_ellipsis(idx, np.ndim(x))
+    if tv is None:
+        if mode == "set":
+            view[idx] = 0
+        return out
+    tv = _k_last(np.reshape(tv, (K,) + np.shape(v)))
+    _write(view, idx, tv, mode)
+    return out
+
+
+index_update_p = Primitive("index_update", _update_impl, saves=(), linear=True)
+index_update_p.defvjp(_update_vjp_x, _update_vjp_v)
+index_update_p.jvp_batched = _update_batched
+
+
+def index_update(x, v, idx, mode="set"):
+    """A copy of ``x`` with ``v`` written at ``idx``: ``x[idx] = v`` as a value.
+
+    Parameters
+    ----------
+    x : array (traced or not), shape S
+    v : array or scalar broadcastable to ``x[idx].shape``
+    idx : index
+        Anything numpy accepts (slices, integers, integer arrays, masks);
+        it must not be traced.
+    mode : {"set", "add"}
+        ``"set"``: numpy assignment (with repeated indices the last write
+        wins); ``"add"``: ``np.add.at`` (repeated indices accumulate).
+
+    Returns
+    -------
+    array of shape S and ``x``'s dtype.  Derivatives flow to ``x`` (outside
+    the written region for ``"set"``) and to ``v``.
+    """
+    if mode not in _MODES:
+        raise ValueError(f"index_update: mode must be 'set' or 'add', not {mode!r}")
+    idx = _index_key(idx)
+    if isinstance(x, Box) or isinstance(v, Box):
+        if isinstance(v, list):
+            from tapead._prims.shape import stack
+            v = stack(v)
+        return bind(index_update_p, x, v, idx=idx, mode=mode)
+    return _update_impl(x, v, idx, mode)
+
+
+class _AtIndex:
+    __slots__ = ("_x", "_idx")
+
+    def __init__(self, x, idx):
+        self._x, self._idx = x, idx
+
+    def set(self, v):
+        """A copy of the array with ``v`` written at the index."""
+        return index_update(self._x, v, self._idx, "set")
+
+    def add(self, v):
+        """A copy with ``v`` added at the index; repeated indices accumulate."""
+        return index_update(self._x, v, self._idx, "add")
+
+    def get(self):
+        """``x[idx]``."""
+        return getitem(self._x, self._idx)
+
+
+class at:
+    """JAX's functional index updates: ``at(x)[idx].set(v)``, ``.add(v)``, ``.get()``.
+
+    Each returns a new array and leaves ``x`` alone; works on traced and
+    plain arrays.  ``.add`` accumulates repeated indices (``np.add.at``),
+    unlike ``x[idx] += v`` in numpy, which adds once.
+
+    >>> import numpy as np, tapead.numpy as tnp
+    >>> tnp.at(np.zeros(3))[[0, 0, 2]].add(1.0)
+    array([2., 0., 1.])
+    """
+    __slots__ = ("_x",)
+
+    def __init__(self, x):
+        self._x = x
+
+    def __getitem__(self, idx):
+        return _AtIndex(self._x, idx)
+
+
+# take ------------------------------------------------------------------------------
+def take(a, indices, axis=None, out=None, mode="raise"):
+    """``np.take`` with derivatives (``mode`` "raise", "wrap" or "clip")."""
+    if out is not None:
+        raise TypeError("take(..., out=...) cannot write a traced value into an array; "
+                        "use the returned value")
+    if not isinstance(a, Box):
+        return np.take(a, indices, axis=axis, mode=mode)
+    from tapead._prims.shape import reshape
+    if axis is None:
+        a, axis = reshape(a, (-1,)), 0
+    axis = axis % np.ndim(a)
+    ind = np.asarray(_index_key(indices))
+    n = np.shape(a)[axis]
+    if mode == "wrap":
+        ind = ind % n
+    elif mode == "clip":
+        ind = np.clip(ind, 0, n - 1)
+    elif mode != "raise":
+        raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', not {mode!r}")
+    key = ind if ind.ndim else int(ind)
+    return getitem(a, (slice(None),) * axis + (key,))
+
+
+# copy ------------------------------------------------------------------------------
+copy_p = Primitive("copy", lambda x: np.array(x, copy=True), saves=(), linear=True)
+copy_p.defvjp(lambda g, ans, x: g)
+copy_p.jvp_batched = lambda tans, ans, vals, params, K: tans[0]
+
+
+def copy(a, order="K", subok=False):
+    """``np.copy`` / ``x.copy()``: a new array (a new box), so that writing
+    into the copy (``y = x.copy(); y[0] = 1.0``) leaves ``x`` alone."""
+    if isinstance(a, Box):
+        return bind(copy_p, a)
+    return np.copy(a, order=order, subok=subok)
+
+
+#: numpy functions (NEP 18) this module implements for tracers
+NUMPY_FUNCTIONS = {np.take: take, np.copy: copy}
+#: methods of traced arrays : name -> function(x, *args, **kw)
+TRACER_METHODS = {
+    "take": take,
+    "copy": lambda x, order="K": copy(x),
+}
+__all__ = ["getitem", "index_update", "at", "take", "copy"]
