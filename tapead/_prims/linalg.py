@@ -1,10 +1,24 @@
-"""Contractions: matmul and dot."""
+"""Linear algebra: matmul/dot/outer, solve, inv, det, slogdet, cholesky, eigh,
+qr, pinv and lstsq.
+
+Every rule is written with tapead operations (``matmul``, ``solve``, ``inv``,
+``einsum``...), so it can be differentiated again.  Matrix functions act on
+the last two axes and broadcast over leading (batch) axes like numpy.
+Decompositions with several outputs (eigh, qr, slogdet) are one primitive
+whose value packs the outputs into one array; the user-facing function
+slices it, so the decomposition runs once.  The other einsum-like
+contractions live in ``contract``.
+"""
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
-from tapead._core import Box, bind
+from tapead._core import Box, bind, concrete
 from tapead._prims.base import Primitive
+from tapead._prims.contract import _dtype_of, dot_nd, einsum
+from tapead.errors import ShapeError
 
 
 def _mT(x):
@@ -55,11 +69,14 @@ def matmul(a, b):
 
 
 def dot(a, b):
-    """``np.dot`` with derivatives (scalars multiply; up to 2-d like matmul)."""
+    """``np.dot`` with derivatives: scalars multiply, up to 2-d it is ``matmul``,
+    above 2-d the last axis of ``a`` meets the second-to-last of ``b``."""
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return a * b
     if np.ndim(a) > 2 or np.ndim(b) > 2:
-        raise NotImplementedError("dot of arrays above 2-d: use einsum or matmul")
+        if not (isinstance(a, Box) or isinstance(b, Box)):
+            return np.dot(a, b)
+        return dot_nd(a, b)
     return matmul(a, b)
 
 
@@ -71,7 +88,544 @@ def outer(a, b):
     return a * b
 
 
+# ---------------------------------------------------------------------------
+# helpers: matrix transpose, symmetric part, masks, checks
+# ---------------------------------------------------------------------------
+
+def _any_box(*xs) -> bool:
+    return any(isinstance(x, Box) for x in xs)
+
+
+def _sym(x):
+    """The symmetric part (x + x^T) / 2 of a (stack of) square matrices."""
+    return 0.5 * (x + _mT(x))
+
+
+def _solve_right(x, m):
+    """``x m^{-1}``, as ``(m^{-T} x^T)^T``."""
+    return _mT(solve(_mT(m), _mT(x)))
+
+
+def _bmat(x):
+    """A (stack of) scalars as a (stack of) 1 x 1 matrices, for broadcasting."""
+    from tapead._prims.shape import reshape
+    return reshape(x, np.shape(x) + (1, 1))
+
+
+def _row(x):
+    """(..., n) -> (..., 1, n)."""
+    from tapead._prims.shape import reshape
+    return reshape(x, np.shape(x)[:-1] + (1, np.shape(x)[-1]))
+
+
+def _tri(x, k, lower=True):
+    """``np.tril(x, k)`` (or ``triu``) on the last two axes, as a constant mask."""
+    n = np.shape(x)[-1]
+    mask = np.tri(n, k=k, dtype=_dtype_of(x))
+    return x * (mask if lower else 1 - np.tri(n, k=k - 1, dtype=_dtype_of(x)))
+
+
+def _trace(x):
+    return einsum("...ii->...", x)
+
+
+def _square(name: str, a, what: str = "a") -> int:
+    s = np.shape(a)
+    if len(s) < 2 or s[-1] != s[-2]:
+        raise ShapeError(f"{name}: {what} must be a square matrix or a stack of them, "
+                         f"shape (..., n, n); got shape {s}")
+    return s[-1]
+
+
+_SINGULAR = ("The matrix is singular (or numerically so). Check it for dependent rows "
+             "or columns, regularise it (a + eps * I), or use "
+             "tapead.numpy.linalg.lstsq / pinv for a least-squares answer.")
+_NOT_PD = ("cholesky needs a symmetric positive definite matrix: check that it is "
+           "symmetric and that its eigenvalues (tapead.numpy.linalg.eigvalsh) are "
+           "positive, or add a small multiple of the identity.")
+
+
+def _lapack(name: str, fn, *args, hint: str, **kw):
+    """Call numpy's LAPACK wrapper; re-raise its error with what to do."""
+    try:
+        return fn(*args, **kw)
+    except np.linalg.LinAlgError as e:
+        raise np.linalg.LinAlgError(f"np.linalg.{name}: {e}. {hint}") from None
+
+
+def _result_type(name, *args):
+    """numpy's result namedtuple (EighResult, QRResult, SlogdetResult)."""
+    return type(getattr(np.linalg, name)(*args))
+
+
+_EighResult = _result_type("eigh", np.eye(1))
+_QRResult = _result_type("qr", np.eye(1))
+_SlogdetResult = _result_type("slogdet", np.eye(1))
+
+
+# ---------------------------------------------------------------------------
+# solve(a, b): b is (..., n, k) inside the primitive; a vector b is a column
+# ---------------------------------------------------------------------------
+
+def _solve_impl(a, b):
+    return _lapack("solve", np.linalg.solve, a, b, hint=_SINGULAR)
+
+
+def _unbroadcast(x, g):
+    from tapead._prims.elementwise import unbroadcast
+    return unbroadcast(x, g)
+
+
+solve_p = Primitive("solve", _solve_impl, saves=(0,))
+solve_p.defvjp(lambda g, ans, a, b: _unbroadcast(a, -matmul(solve(_mT(a), g), _mT(ans))),
+               lambda g, ans, a, b: _unbroadcast(b, solve(_mT(a), g)))
+solve_p.defjvp(lambda t, ans, a, b: -solve(a, matmul(t, ans)),        # dx = -A^-1 dA x
+               lambda t, ans, a, b: solve(a, t))
+
+
+def solve(a, b):
+    """Solve ``a @ x = b`` (``np.linalg.solve``), with derivatives in ``a`` and ``b``.
+
+    Parameters
+    ----------
+    a : (..., n, n) array
+        Non-singular.
+    b : (n,) or (..., n, k) array
+        One right-hand side (a vector) or k of them (columns).
+
+    Raises
+    ------
+    ShapeError
+        ``a`` not square, or ``b`` not ``(n,)`` / ``(..., n, k)``.
+    numpy.linalg.LinAlgError
+        ``a`` is singular.
+    """
+    from tapead._prims.shape import reshape
+    n = _square("solve", a)
+    sb = np.shape(b)
+    vector = len(sb) == 1
+    if not sb or (sb[0] if vector else sb[-2]) != n:
+        raise ShapeError(f"solve: a has shape {np.shape(a)} and b has shape {sb}; b must be "
+                         f"(n,) or (..., n, k) with n = {n}")
+    if not _any_box(a, b):
+        return _solve_impl(a, b)
+    if vector:
+        x = bind(solve_p, a, reshape(b, (n, 1)))
+        return reshape(x, np.shape(x)[:-1])
+    return bind(solve_p, a, b)
+
+
+# ---------------------------------------------------------------------------
+# inv: dC = -C dA C (seed 001), VJP -C^T g C^T; nothing saved but C
+# ---------------------------------------------------------------------------
+
+inv_p = Primitive("inv", lambda a: _lapack("inv", np.linalg.inv, a, hint=_SINGULAR), saves=())
+inv_p.defjvp(lambda t, ans, a: -matmul(ans, matmul(t, ans)))
+inv_p.defvjp(lambda g, ans, a: -matmul(_mT(ans), matmul(g, _mT(ans))))
+inv_p.jvp_batched = lambda tans, ans, vals, params, K: -np.matmul(
+    ans, np.matmul(tans[0], ans))                   # K directions in one broadcast
+
+
+def inv(a):
+    """The inverse of a (stack of) non-singular square matrices (``np.linalg.inv``).
+
+    Derivatives: ``dC = -C dA C`` and ``dA = -C^T dC C^T`` with ``C = inv(a)``.
+    Raises ``ShapeError`` for a non-square ``a`` and ``LinAlgError`` for a
+    singular one.
+    """
+    _square("inv", a)
+    if not _any_box(a):
+        return inv_p.impl(a)
+    return bind(inv_p, a)
+
+
+# ---------------------------------------------------------------------------
+# det and slogdet: d log|det A| = tr(A^-1 dA)
+# ---------------------------------------------------------------------------
+
+det_p = Primitive("det", np.linalg.det, saves=(0,))
+det_p.defjvp(lambda t, ans, a: ans * _trace(solve(a, t)))
+det_p.defvjp(lambda g, ans, a: _bmat(g * ans) * _mT(inv(a)))
+
+
+def det(a):
+    """``np.linalg.det`` with derivatives (``d det = det · tr(A^-1 dA)``).
+
+    The derivative rules use ``A^-1``: they raise ``LinAlgError`` at a
+    singular matrix (where the derivative, the adjugate, still exists).
+    """
+    _square("det", a)
+    if not _any_box(a):
+        return np.linalg.det(a)
+    return bind(det_p, a)
+
+
+def _slogdet_impl(a):
+    sign, logabsdet = np.linalg.slogdet(a)
+    return np.stack([sign, logabsdet], axis=-1)      # one LU for both
+
+
+def _slogdet_jvp(t, ans, a):
+    from tapead._prims.shape import stack
+    d = _trace(solve(a, t))
+    return stack([0.0 * d, d], axis=-1)              # the sign has no derivative
+
+
+slogdet_p = Primitive("slogdet", _slogdet_impl, saves=(0,))
+slogdet_p.defjvp(_slogdet_jvp)
+slogdet_p.defvjp(lambda g, ans, a: _bmat(g[..., 1]) * _mT(inv(a)))
+
+
+def slogdet(a):
+    """``(sign, logabsdet)`` of ``np.linalg.slogdet``, with derivatives.
+
+    ``logabsdet`` has derivative ``tr(A^-1 dA)``; ``sign`` is piecewise
+    constant (derivative zero).  Raises ``LinAlgError`` when differentiated
+    at a singular matrix (where ``logabsdet`` is ``-inf``).
+    """
+    _square("slogdet", a)
+    if not _any_box(a):
+        return np.linalg.slogdet(a)
+    p = bind(slogdet_p, a)
+    return _SlogdetResult(p[..., 0], p[..., 1])
+
+
+# ---------------------------------------------------------------------------
+# cholesky: dL = L Phi(L^-1 sym(dA) L^-T), Phi = lower triangle, half diagonal
+# ---------------------------------------------------------------------------
+
+def _phi(x):
+    n = np.shape(x)[-1]
+    dt = _dtype_of(x)
+    return x * (np.tri(n, dtype=dt) - 0.5 * np.eye(n, dtype=dt))
+
+
+def _cholesky_jvp(t, L, a):
+    return matmul(L, _phi(_solve_right(solve(L, _sym(t)), _mT(L))))
+
+
+def _cholesky_vjp(g, L, a):
+    # <g, L Phi(X)> = <L^-T Phi(L^T g) L^-1, sym(dA)>
+    return _sym(_solve_right(solve(_mT(L), _phi(matmul(_mT(L), g))), L))
+
+
+cholesky_p = Primitive("cholesky", lambda a: _lapack("cholesky", np.linalg.cholesky, a,
+                                                     hint=_NOT_PD), saves=())
+cholesky_p.defjvp(_cholesky_jvp)
+cholesky_p.defvjp(_cholesky_vjp)
+
+
+def cholesky(a, /, *, upper=False):
+    """The Cholesky factor of a symmetric positive definite matrix, with derivatives.
+
+    Parameters
+    ----------
+    a : (..., n, n) array
+        **Symmetric** positive definite.  Like numpy, only the lower triangle
+        is read; the derivative treats ``a`` as symmetric: only the
+        symmetric part of a perturbation counts, and gradients are
+        symmetric (JAX's and PyTorch's convention).  To check it by finite
+        differences, perturb symmetrically (e.g. build ``M @ M.T + n I``
+        inside the function).
+    upper : bool
+        Return ``U = L^T`` (``a = U^T U``) instead of ``L`` (``a = L L^T``).
+
+    Raises ``LinAlgError`` (with what to do) when ``a`` is not positive
+    definite.  The rules use ``solve`` for the triangular solves.
+    """
+    _square("cholesky", a)
+    if not _any_box(a):
+        return _lapack("cholesky", np.linalg.cholesky, a, hint=_NOT_PD, upper=upper)
+    L = bind(cholesky_p, a)
+    return _mT(L) if upper else L
+
+
+# ---------------------------------------------------------------------------
+# eigh: w, V packed as one (..., n + 1, n) array [w; V]
+# ---------------------------------------------------------------------------
+
+def _eigh_impl(a, UPLO="L"):
+    w, v = np.linalg.eigh(a, UPLO)
+    return np.concatenate([w[..., None, :], v], axis=-2)
+
+
+def _check_spectrum(w):
+    """Raise at a repeated eigenvalue, warn at a nearly repeated one."""
+    w = np.asarray(concrete(w))
+    if w.shape[-1] < 2:
+        return
+    eps = np.finfo(w.dtype if np.issubdtype(w.dtype, np.floating) else np.float64).eps
+    scale = np.maximum(np.max(np.abs(w), axis=-1, keepdims=True), np.finfo(np.float64).tiny)
+    gap = float(np.min(np.diff(w, axis=-1) / scale))
+    if gap <= 100 * eps:
+        raise np.linalg.LinAlgError(
+            f"eigh: the spectrum has a repeated eigenvalue (relative gap {gap:.1e}), where "
+            "the eigenvectors have no derivative. eigh's derivative needs distinct "
+            "eigenvalues: perturb the matrix, or, for a function of the eigenvalues only, "
+            "use reverse mode (ta.grad) once, which does not need the gaps.")
+    if gap < np.sqrt(eps):
+        warnings.warn(f"eigh: nearly repeated eigenvalues (relative gap {gap:.1e}); the "
+                      "derivatives of the eigenvectors scale like 1/gap and may be "
+                      "inaccurate", RuntimeWarning, stacklevel=2)
+
+
+def _gap_inverse(w):
+    """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
+    _check_spectrum(w)
+    n = np.shape(w)[-1]
+    eye = np.eye(n, dtype=_dtype_of(w))
+    from tapead._prims.shape import reshape
+    d = _row(w) - reshape(w, np.shape(w) + (1,))
+    return (1.0 - eye) / (d + eye)
+
+
+def _eigh_jvp(t, ans, a, UPLO="L"):
+    from tapead._prims.shape import concatenate
+    w, V = ans[..., 0, :], ans[..., 1:, :]
+    M = matmul(_mT(V), matmul(_sym(t), V))
+    dw = einsum("...ii->...i", M)
+    dV = matmul(V, _gap_inverse(w) * M)
+    return concatenate([_row(dw), dV], axis=-2)
+
+
+def _eigh_vjp(g, ans, a, UPLO="L"):
+    w, V = ans[..., 0, :], ans[..., 1:, :]
+    gw, gV = g[..., 0, :], g[..., 1:, :]
+    K = _row(gw) * np.eye(np.shape(w)[-1], dtype=_dtype_of(gw))
+    if isinstance(gV, Box) or np.any(gV):            # skipped for eigenvalues only
+        K = K + _gap_inverse(w) * matmul(_mT(V), gV)
+    return _sym(matmul(V, matmul(K, _mT(V))))
+
+
+eigh_p = Primitive("eigh", _eigh_impl, saves=())
+eigh_p.defjvp(_eigh_jvp)
+eigh_p.defvjp(_eigh_vjp)
+
+
+def eigh(a, UPLO="L"):
+    """Eigenvalues (ascending) and eigenvectors of a symmetric matrix, with derivatives.
+
+    Parameters
+    ----------
+    a : (..., n, n) array
+        **Symmetric**.  Like numpy, only one triangle (``UPLO``) is read;
+        the derivative treats ``a`` as symmetric (only the symmetric part of
+        a perturbation counts; gradients are symmetric).
+    UPLO : {"L", "U"}
+
+    Returns
+    -------
+    EighResult(eigenvalues (..., n), eigenvectors (..., n, n))
+
+    Notes
+    -----
+    The derivative of the eigenvectors needs **distinct eigenvalues**: it
+    divides by the gaps ``w_j - w_i``.  At a repeated eigenvalue the rules
+    raise ``LinAlgError``; at a nearly repeated one (relative gap below
+    ``sqrt(eps)``) they warn.  The one exception: the gradient (reverse
+    mode, first order) of a function of the eigenvalues only never divides
+    by a gap.  Eigenvectors are defined up to sign; the derivative is that
+    of numpy's choice, which is locally constant: compare sign-invariant
+    quantities (``V * V``, ``V @ f(w) @ V.T``) across libraries.
+    """
+    _square("eigh", a)
+    if not _any_box(a):
+        return np.linalg.eigh(a, UPLO)
+    p = bind(eigh_p, a, UPLO=UPLO)
+    return _EighResult(p[..., 0, :], p[..., 1:, :])
+
+
+def eigvalsh(a, UPLO="L"):
+    """The eigenvalues of a symmetric matrix (see ``eigh`` for the requirements).
+
+    On traced values they come from ``eigh`` (one decomposition; the
+    eigenvectors are needed for the derivative).
+    """
+    if not _any_box(a):
+        return np.linalg.eigvalsh(a, UPLO)
+    return eigh(a, UPLO)[0]
+
+
+# ---------------------------------------------------------------------------
+# qr (reduced, m >= n, full column rank): Q and R packed as [Q; R]
+# ---------------------------------------------------------------------------
+
+def _qr_impl(a):
+    q, r = np.linalg.qr(a)
+    return np.concatenate([q, r], axis=-2)
+
+
+def _qr_jvp(t, ans, a):
+    from tapead._prims.shape import concatenate
+    m = np.shape(a)[-2]
+    Q, R = ans[..., :m, :], ans[..., m:, :]
+    B = _solve_right(t, R)                           # dA R^-1
+    X = matmul(_mT(Q), B)
+    low = _tri(X, -1)
+    omega = low - _mT(low)                           # Q^T dQ, skew-symmetric
+    return concatenate([matmul(Q, omega - X) + B, matmul(X - omega, R)], axis=-2)
+
+
+def _qr_vjp(g, ans, a):
+    m = np.shape(a)[-2]
+    Q, R = ans[..., :m, :], ans[..., m:, :]
+    gQ, gR = g[..., :m, :], g[..., m:, :]
+    N = matmul(gR, _mT(R)) - matmul(_mT(Q), gQ)
+    N = _tri(N, 0, lower=False) + _mT(_tri(N, 1, lower=False))  # upper triangle mirrored
+    return _solve_right(gQ + matmul(Q, N), _mT(R))   # (gQ + Q N) R^-T
+
+
+qr_p = Primitive("qr", _qr_impl, saves=())
+qr_p.defjvp(_qr_jvp)
+qr_p.defvjp(_qr_vjp)
+
+
+def qr(a, mode="reduced"):
+    """QR factorisation (``np.linalg.qr``), with derivatives in modes 'reduced' and 'r'.
+
+    The derivative needs a tall or square ``a`` (``m >= n``) of **full
+    column rank** (R invertible).  Q's columns and R's rows are defined up
+    to sign; the derivative is that of numpy's (LAPACK's) choice.
+    """
+    if not _any_box(a):
+        return np.linalg.qr(a, mode)
+    s = np.shape(a)
+    if len(s) < 2:
+        raise ShapeError(f"qr: a must be a matrix or a stack of them; got shape {s}")
+    if mode not in ("reduced", "r"):
+        raise ValueError(f"qr: mode={mode!r} has no derivative in tapead; use mode='reduced' "
+                         "(or 'r' for R alone)")
+    m, n = s[-2:]
+    if m < n:
+        raise ShapeError(f"qr: derivatives need m >= n (a tall or square matrix of full column "
+                         f"rank); got shape {s}. Factor the transpose instead (an LQ "
+                         "factorisation of a).")
+    p = bind(qr_p, a)
+    R = p[..., m:, :]
+    return R if mode == "r" else _QRResult(p[..., :m, :], R)
+
+
+# ---------------------------------------------------------------------------
+# pinv and lstsq (constant rank, e.g. full rank): Golub & Pereyra's formula
+# ---------------------------------------------------------------------------
+
+def _pinv_jvp_of(dA, A, P):
+    """d pinv(A) = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P."""
+    dAT = _mT(dA)
+    PPT_dAT = matmul(P, matmul(_mT(P), dAT))
+    dAT_PTP = matmul(dAT, matmul(_mT(P), P))
+    return (-matmul(P, matmul(dA, P)) + PPT_dAT - matmul(PPT_dAT, matmul(A, P))
+            + dAT_PTP - matmul(matmul(P, A), dAT_PTP))
+
+
+def _pinv_vjp_of(G, A, P):
+    """The transpose of ``_pinv_jvp_of`` applied to the cotangent ``G`` of P."""
+    PT, GT = _mT(P), _mT(G)
+    GT_PPT = matmul(GT, matmul(P, PT))
+    PTP_GT = matmul(matmul(PT, P), GT)
+    return (-matmul(PT, matmul(G, PT)) + GT_PPT - matmul(matmul(A, P), GT_PPT)
+            + PTP_GT - matmul(PTP_GT, matmul(P, A)))
+
+
+pinv_p = Primitive("pinv", lambda a, **kw: np.linalg.pinv(a, **kw), saves=(0,))
+pinv_p.defjvp(lambda t, ans, a, **kw: _pinv_jvp_of(t, a, ans))
+pinv_p.defvjp(lambda g, ans, a, **kw: _pinv_vjp_of(g, a, ans))
+
+
+def pinv(a, rcond=None, hermitian=False, **kwargs):
+    """The Moore-Penrose pseudo-inverse (``np.linalg.pinv``), with derivatives.
+
+    The derivative formula holds where the rank is locally constant, e.g.
+    for a matrix of full rank; at a rank drop the pseudo-inverse is not
+    even continuous.
+    """
+    if not _any_box(a):
+        return np.linalg.pinv(a, rcond=rcond, hermitian=hermitian, **kwargs)
+    if np.ndim(a) < 2:
+        raise ShapeError(f"pinv: a must be a matrix or a stack of them; got shape {np.shape(a)}")
+    return bind(pinv_p, a, rcond=rcond, hermitian=hermitian, **kwargs)
+
+
+def _lstsq_impl(a, b, rcond=None):
+    return np.linalg.lstsq(a, b, rcond=rcond)[0]
+
+
+lstsq_p = Primitive("lstsq", _lstsq_impl, saves=(0, 1))
+lstsq_p.defjvp(lambda t, ans, a, b, rcond=None: matmul(_pinv_jvp_of(t, a, pinv(a, rcond)), b),
+               lambda t, ans, a, b, rcond=None: matmul(pinv(a, rcond), t))
+lstsq_p.defvjp(lambda g, ans, a, b, rcond=None: _pinv_vjp_of(matmul(g, _mT(b)), a,
+                                                             pinv(a, rcond)),
+               lambda g, ans, a, b, rcond=None: matmul(_mT(pinv(a, rcond)), g))
+
+
+def lstsq(a, b, rcond=None):
+    """Least squares ``min ||a x - b||`` (``np.linalg.lstsq``), with derivatives.
+
+    Returns ``(x, residuals, rank, s)`` like numpy.  ``x = pinv(a) @ b`` and
+    the residuals (``m > n``, full rank) are differentiable in ``a`` and
+    ``b``; ``rank`` and the singular values ``s`` are returned as constants
+    (no derivative: use ``eigvalsh(a.T @ a)`` for differentiable singular
+    values).  The derivative needs a locally constant rank (e.g. full rank).
+    """
+    from tapead._prims.reductions import sum as _sum
+    from tapead._prims.shape import reshape
+    if not _any_box(a, b):
+        return np.linalg.lstsq(a, b, rcond=rcond)
+    sa, sb = np.shape(a), np.shape(b)
+    if len(sa) != 2 or len(sb) not in (1, 2) or sb[0] != sa[0]:
+        raise ShapeError(f"lstsq: a must be (m, n) and b (m,) or (m, k); got shapes {sa} "
+                         f"and {sb}")
+    m, n = sa
+    vector = len(sb) == 1
+    b2 = reshape(b, (m, 1)) if vector else b
+    x = bind(lstsq_p, a, b2, rcond=rcond)
+    _, _, rank, s = np.linalg.lstsq(concrete(a), concrete(b), rcond=rcond)
+    if rank == n and m > n:
+        r = b2 - matmul(a, x)
+        res = _sum(r * r, axis=0)
+    else:
+        res = np.empty((0,), dtype=_dtype_of(a, b))
+    return (reshape(x, (n,)) if vector else x), res, rank, s
+
+
+# ---------------------------------------------------------------------------
+# numpy.linalg's array-API helpers
+# ---------------------------------------------------------------------------
+
+def trace(x, /, *, offset=0, dtype=None):
+    """``np.linalg.trace``: the trace of the last two axes (offset 0 on tracers)."""
+    if not _any_box(x):
+        return np.linalg.trace(x, offset=offset, dtype=dtype)
+    if offset or dtype is not None:
+        raise ValueError("linalg.trace of a traced value takes offset=0 and no dtype; "
+                         "slice first (x[..., :-k, k:] for offset k)")
+    return _trace(x)
+
+
+def diagonal(x, /, *, offset=0):
+    """``np.linalg.diagonal``: the diagonal of the last two axes (offset 0 on tracers)."""
+    if not _any_box(x):
+        return np.linalg.diagonal(x, offset=offset)
+    if offset:
+        raise ValueError("linalg.diagonal of a traced value takes offset=0; slice first "
+                         "(x[..., :-k, k:] for offset k)")
+    return einsum("...ii->...i", x)
+
+
+def matrix_transpose(x, /):
+    """``np.linalg.matrix_transpose``: swap the last two axes."""
+    if np.ndim(x) < 2:
+        raise ShapeError(f"matrix_transpose needs at least 2 axes; got shape {np.shape(x)}")
+    return _mT(x)
+
+
+#: the names of ``tapead.numpy.linalg`` defined here
+LINALG_NAMES = ["solve", "inv", "det", "slogdet", "cholesky", "eigh", "eigvalsh", "qr",
+                "pinv", "lstsq", "trace", "diagonal", "matrix_transpose"]
+
 #: numpy functions (NEP 18) this module implements for tracers
-NUMPY_FUNCTIONS = {np.matmul: matmul, np.dot: dot, np.outer: outer}
+NUMPY_FUNCTIONS = {np.matmul: matmul, np.dot: dot, np.outer: outer,
+                   np.linalg.matmul: matmul, np.linalg.outer: outer}
+NUMPY_FUNCTIONS.update({getattr(np.linalg, name): globals()[name] for name in LINALG_NAMES})
 TRACER_METHODS = {"dot": dot}
 __all__ = ["matmul", "dot", "outer"]

@@ -1,0 +1,20 @@
+"""``numpy.linalg``'s names, differentiable: ``tapead.numpy.linalg.solve`` etc.
+
+On plain numpy inputs every function is numpy's own; on traced values it
+records (reverse mode) or pushes tangents (forward mode).  The same
+functions answer ``np.linalg.solve(tracer, b)`` through numpy's
+``__array_function__`` protocol.  Requirements of the derivatives (symmetric
+input for ``eigh``/``cholesky``, distinct eigenvalues, full rank) are in
+each docstring and in ``docs/linalg.md``.
+"""
+from numpy.linalg import LinAlgError  # noqa: F401
+
+from tapead._prims.contract import tensordot  # noqa: F401
+from tapead._prims.linalg import (  # noqa: F401
+    cholesky, det, diagonal, eigh, eigvalsh, inv, lstsq, matmul, matrix_transpose, outer,
+    pinv, qr, slogdet, solve, trace)
+from tapead._prims.reductions import norm  # noqa: F401
+
+__all__ = ["LinAlgError", "cholesky", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq",
+           "matmul", "matrix_transpose", "norm", "outer", "pinv", "qr", "slogdet", "solve",
+           "tensordot", "trace"]
