@@ -224,6 +224,15 @@ def classify_leaves(seq):
     return kind
 
 
+def guard_value(x, fn, result, str what="a value"):
+    """Record on every tape that boxes ``x`` that ``fn(x's value) == result``
+    was used to decide something; replaying the tape re-checks it."""
+    while type(x) is Tracer or type(x) is Dual:
+        if type(x) is Tracer and (<Tracer>x).tape.active:
+            (<Tracer>x).tape.guard_value(x, fn, result, what)
+        x = primal_of(x)
+
+
 cpdef tuple shape_of(object x):
     """``np.shape(x)`` without numpy's dispatch (boxes, arrays, numbers)."""
     while type(x) is Tracer or type(x) is Dual:

@@ -197,6 +197,17 @@ cdef class Tape(Trace):
         i = self.push_record(OP_OBJ, rec, np.nan)
         return new_tracer(self, i, 0.0, ans)
 
+    def guard_value(self, x, fn, result, str what):
+        """Record that ``fn(value of x) == result`` decided something (an index
+        from argmax, a permutation from argsort); replay re-checks it."""
+        cdef Record rec
+        if not (type(x) is Tracer and (<Tracer>x).tape is self):
+            return
+        rec = Record()
+        rec.prim = None
+        rec.info = ("fn", (<Tracer>x).idx, fn, result, what)
+        self.push_record(OP_GUARD, rec, 0.0)
+
     cdef guard(self, int code, object x, object y, object result):
         cdef Record rec = Record()
         rec.prim = None
@@ -595,6 +606,16 @@ cdef class Tape(Trace):
                 rec.saved = rec.prim.save(args, ans)
                 if isinstance(ans, float):
                     self.val[i] = ans
+            elif o == OP_GUARD and rec_is_fn_guard(self.recs[<Py_ssize_t>self.p0[i]]):
+                rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
+                _, ia, fn, result, what = rec.info
+                now = fn(self.value(ia))
+                if not np.array_equal(now, result):
+                    raise GuardFlippedError(
+                        f"{what} recorded at node {i} was {result!r} and is {now!r} at the "
+                        "new inputs; values computed from it would be stale. Re-record the "
+                        "function at these inputs (ta.record) or use ta.grad, which traces "
+                        "eagerly.")
             elif o == OP_GUARD:
                 rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
                 code, ia, ib, ca, cb, result = rec.info
@@ -611,6 +632,11 @@ cdef class Tape(Trace):
                         f"({xa!r} {names[code]} {xb!r}); the recorded program is not "
                         "the one Python would run here. Re-record the function at "
                         "these inputs (ta.record) or use ta.grad, which traces eagerly.")
+
+
+cdef inline bint rec_is_fn_guard(object rec):
+    info = (<Record>rec).info
+    return type(info) is tuple and len(info) == 5 and info[0] == "fn"
 
 
 cdef object _gather(double *adj, object wrt):

@@ -186,3 +186,12 @@ def test_tape_memory_counts_values_and_residuals():
     mem = rec.tape.memory()
     # x (saved by matmul), W (saved by matmul), matmul out, add out, tanh out, sum (8)
     assert mem["values"] == (12 + 6 + 8 + 8 + 8) * 8 + 8
+
+
+def test_argmax_index_is_guarded_on_replay():
+    rec = ta.record(lambda x: x[np.argmax(x)] * 2.0, np.array([1.0, 3.0, 2.0]))
+    value, g = rec.value_and_grad(np.array([1.0, 4.0, 2.0]))
+    assert value == 8.0
+    np.testing.assert_array_equal(g, [0.0, 2.0, 0.0])
+    with pytest.raises(ta.GuardFlippedError, match="argmax"):
+        rec.value_and_grad(np.array([5.0, 4.0, 2.0]))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete
+from tapead._core import Box, bind, concrete, guard_value
 from tapead._prims.base import Primitive
 
 
@@ -72,17 +72,26 @@ def sort(x, axis=-1, kind=None, order=None, **kw):
 def argsort(x, axis=-1, kind=None, order=None, **kw):
     """``np.argsort`` of the concrete values: a plain integer array (no derivative)."""
     _check_order("argsort", order)
-    return np.argsort(np.asarray(concrete(x)), axis=axis, kind=kind, **kw)
+    out = np.argsort(np.asarray(concrete(x)), axis=axis, kind=kind, **kw)
+    guard_value(x, lambda v: np.argsort(np.asarray(concrete(v)), axis=axis, kind=kind, **kw),
+                out, "an argsort")
+    return out
 
 
 def argmax(x, axis=None, out=None, **kw):
     """``np.argmax`` of the concrete values: plain integers (no derivative)."""
-    return np.argmax(np.asarray(concrete(x)), axis=axis, out=out, **kw)
+    res = np.argmax(np.asarray(concrete(x)), axis=axis, out=out, **kw)
+    guard_value(x, lambda v: np.argmax(np.asarray(concrete(v)), axis=axis, **kw), res,
+                "an argmax")
+    return res
 
 
 def argmin(x, axis=None, out=None, **kw):
     """``np.argmin`` of the concrete values: plain integers (no derivative)."""
-    return np.argmin(np.asarray(concrete(x)), axis=axis, out=out, **kw)
+    res = np.argmin(np.asarray(concrete(x)), axis=axis, out=out, **kw)
+    guard_value(x, lambda v: np.argmin(np.asarray(concrete(v)), axis=axis, **kw), res,
+                "an argmin")
+    return res
 
 
 def _sort_method(x, *args, **kw):
