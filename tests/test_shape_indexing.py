@@ -142,6 +142,16 @@ def test_at_add_accumulates_repeats_like_add_at():
     assert tnp.at(X)[2].get() == X[2] and not x.any()
 
 
+def test_a_list_of_traced_values_as_the_written_value():
+    def f(x):
+        y = x * 1.0
+        y[:2] = [x[2] ** 2, 1.0]
+        y[3:] = (x[0], x[1], 2.0)
+        return y * tnp.at(np.zeros(2))[:1].set([x[5]])[0]
+    ta.check_grads(f, (X,), order=2)
+    np.testing.assert_allclose(f(X), X[5] * np.r_[X[2] ** 2, 1.0, X[2], X[0], X[1], 2.0])
+
+
 def test_writing_into_an_argument_and_aliases():
     def f(x):
         y = x                    # the same array: the write shows through both

@@ -260,10 +260,10 @@ def index_update(x, v, idx, mode="set"):
     if mode not in _MODES:
         raise ValueError(f"index_update: mode must be 'set' or 'add', not {mode!r}")
     idx = _index_key(idx)
-    if isinstance(x, Box) or isinstance(v, Box):
-        if isinstance(v, list):
+    if isinstance(x, Box) or has_box(v):
+        if isinstance(v, (list, tuple)):          # y[:2] = [a, b] with a, b traced
             from tapead._prims.shape import stack
-            v = stack(v)
+            v = stack(v) if has_box(v) else np.asarray(v)
         return bind(index_update_p, x, v, idx=idx, mode=mode)
     return _update_impl(x, v, idx, mode)
 
