@@ -381,8 +381,42 @@ def kron(a, b):
     return reshape(ea * eb, tuple(m * n for m, n in zip(sa, sb)))
 
 
+# ---------------------------------------------------------------------------
+# numpy.linalg's array-API helpers (last two axes; tapead.numpy.linalg names)
+# ---------------------------------------------------------------------------
+
+def linalg_trace(x, /, *, offset=0, dtype=None):
+    """``np.linalg.trace``: the trace of the last two axes (offset 0 on tracers)."""
+    if not _any_box((x,)):
+        return np.linalg.trace(x, offset=offset, dtype=dtype)
+    if offset or dtype is not None:
+        raise ValueError("linalg.trace of a traced value takes offset=0 and no dtype; "
+                         "slice first (x[..., :-k, k:] for offset k)")
+    return einsum("...ii->...", x)
+
+
+def linalg_diagonal(x, /, *, offset=0):
+    """``np.linalg.diagonal``: the diagonal of the last two axes (offset 0 on tracers)."""
+    if not _any_box((x,)):
+        return np.linalg.diagonal(x, offset=offset)
+    if offset:
+        raise ValueError("linalg.diagonal of a traced value takes offset=0; slice first "
+                         "(x[..., :-k, k:] for offset k)")
+    return einsum("...ii->...i", x)
+
+
+def matrix_transpose(x, /):
+    """``np.linalg.matrix_transpose``: swap the last two axes."""
+    from tapead._prims.shape import swapaxes
+    if np.ndim(x) < 2:
+        raise ShapeError(f"matrix_transpose needs at least 2 axes; got shape {np.shape(x)}")
+    return swapaxes(x, -1, -2) if _any_box((x,)) else np.linalg.matrix_transpose(x)
+
+
 #: numpy functions (NEP 18) this module implements for tracers
 NUMPY_FUNCTIONS = {np.einsum: einsum, np.tensordot: tensordot, np.inner: inner,
                    np.kron: kron,
-                   np.linalg.tensordot: lambda a, b, /, *, axes=2: tensordot(a, b, axes)}
+                   np.linalg.tensordot: lambda a, b, /, *, axes=2: tensordot(a, b, axes),
+                   np.linalg.trace: linalg_trace, np.linalg.diagonal: linalg_diagonal,
+                   np.linalg.matrix_transpose: matrix_transpose}
 __all__ = ["einsum", "tensordot", "inner", "kron"]

@@ -119,10 +119,9 @@ def _row(x):
 
 
 def _tri(x, k, lower=True):
-    """``np.tril(x, k)`` (or ``triu``) on the last two axes, as a constant mask."""
-    n = np.shape(x)[-1]
-    mask = np.tri(n, k=k, dtype=_dtype_of(x))
-    return x * (mask if lower else 1 - np.tri(n, k=k - 1, dtype=_dtype_of(x)))
+    """``np.tril(x, k)`` (or ``np.triu``) on the last two axes, as a constant mask."""
+    n, dt = np.shape(x)[-1], _dtype_of(x)
+    return x * (np.tri(n, k=k, dtype=dt) if lower else 1 - np.tri(n, k=k - 1, dtype=dt))
 
 
 def _trace(x):
@@ -588,40 +587,9 @@ def lstsq(a, b, rcond=None):
     return (reshape(x, (n,)) if vector else x), res, rank, s
 
 
-# ---------------------------------------------------------------------------
-# numpy.linalg's array-API helpers
-# ---------------------------------------------------------------------------
-
-def trace(x, /, *, offset=0, dtype=None):
-    """``np.linalg.trace``: the trace of the last two axes (offset 0 on tracers)."""
-    if not _any_box(x):
-        return np.linalg.trace(x, offset=offset, dtype=dtype)
-    if offset or dtype is not None:
-        raise ValueError("linalg.trace of a traced value takes offset=0 and no dtype; "
-                         "slice first (x[..., :-k, k:] for offset k)")
-    return _trace(x)
-
-
-def diagonal(x, /, *, offset=0):
-    """``np.linalg.diagonal``: the diagonal of the last two axes (offset 0 on tracers)."""
-    if not _any_box(x):
-        return np.linalg.diagonal(x, offset=offset)
-    if offset:
-        raise ValueError("linalg.diagonal of a traced value takes offset=0; slice first "
-                         "(x[..., :-k, k:] for offset k)")
-    return einsum("...ii->...i", x)
-
-
-def matrix_transpose(x, /):
-    """``np.linalg.matrix_transpose``: swap the last two axes."""
-    if np.ndim(x) < 2:
-        raise ShapeError(f"matrix_transpose needs at least 2 axes; got shape {np.shape(x)}")
-    return _mT(x)
-
-
 #: the names of ``tapead.numpy.linalg`` defined here
 LINALG_NAMES = ["solve", "inv", "det", "slogdet", "cholesky", "eigh", "eigvalsh", "qr",
-                "pinv", "lstsq", "trace", "diagonal", "matrix_transpose"]
+                "pinv", "lstsq"]
 
 #: numpy functions (NEP 18) this module implements for tracers
 NUMPY_FUNCTIONS = {np.matmul: matmul, np.dot: dot, np.outer: outer,

@@ -9,10 +9,11 @@ each docstring and in ``docs/linalg.md``.
 """
 from numpy.linalg import LinAlgError  # noqa: F401
 
-from tapead._prims.contract import tensordot  # noqa: F401
+from tapead._prims.contract import linalg_diagonal as diagonal  # noqa: F401
+from tapead._prims.contract import linalg_trace as trace  # noqa: F401
+from tapead._prims.contract import matrix_transpose, tensordot  # noqa: F401
 from tapead._prims.linalg import (  # noqa: F401
-    cholesky, det, diagonal, eigh, eigvalsh, inv, lstsq, matmul, matrix_transpose, outer,
-    pinv, qr, slogdet, solve, trace)
+    cholesky, det, eigh, eigvalsh, inv, lstsq, matmul, outer, pinv, qr, slogdet, solve)
 from tapead._prims.reductions import norm  # noqa: F401
 
 __all__ = ["LinAlgError", "cholesky", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq",
