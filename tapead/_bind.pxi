@@ -17,7 +17,7 @@ cdef class ForwardTrace(Trace):
         t = None
         for k in range(len(args)):
             x = args[k]
-            if type(x) is Dual and (<Dual>x).trace is self:
+            if type(x) is Dual and (<Dual>x).ftrace is self:
                 c = prim.jvp(k, (<Dual>x).tangent, ans, vals, params)
                 if c is not None:
                     t = c if t is None else t + c
@@ -40,7 +40,7 @@ cdef inline object unbox_at(object x, Trace trace):
         if (<Tracer>x).tape is trace:
             return (<Tracer>x).dval if (<Tracer>x).oval is None else (<Tracer>x).oval
     elif type(x) is Dual:
-        if (<Dual>x).trace is trace:
+        if (<Dual>x).ftrace is trace:
             return (<Dual>x).dp if (<Dual>x).op is None else (<Dual>x).op
     return x
 
@@ -49,7 +49,7 @@ cdef inline Trace trace_of(object x):
     if type(x) is Tracer:
         return (<Tracer>x).tape
     if type(x) is Dual:
-        return (<Dual>x).trace
+        return (<Dual>x).ftrace
     return None
 
 

@@ -57,8 +57,10 @@ cdef class Tracer:
     __hash__ = object.__hash__
 
     def __bool__(self): return bool(compare(self, 0.0, 5))
-    def __float__(self): return float(escape(self))
-    def __int__(self): return int(escape(self))
+    def __float__(self): raise_conversion(self, "float")
+    def __int__(self): raise_conversion(self, "int")
+    def __complex__(self): raise_conversion(self, "complex")
+    def __format__(self, spec): return format(concrete(self), spec)
     def __index__(self):
         raise TypeError("a traced value cannot be used as an index: its "
                         "derivative would be lost; use an integer array")
@@ -112,7 +114,7 @@ cdef class Dual:
     Scalar float primal and tangent are unboxed (``op is None``); otherwise
     ``op``/``ot`` hold arrays or nested boxes.
     """
-    cdef readonly ForwardTrace trace
+    cdef readonly ForwardTrace ftrace
     cdef double dp, dt
     cdef object op, ot
 
@@ -121,10 +123,10 @@ cdef class Dual:
     @property
     def tangent(self): return self.dt if self.op is None else self.ot
     @property
-    def level(self): return self.trace.level
+    def level(self): return self.ftrace.level
 
     def __repr__(self):
-        return f"Dual({self.primal!r}, {self.tangent!r}, level={self.trace.level})"
+        return f"Dual({self.primal!r}, {self.tangent!r}, level={self.ftrace.level})"
 
     __array_priority__ = 1000.0
 
@@ -158,8 +160,10 @@ cdef class Dual:
     __hash__ = object.__hash__
 
     def __bool__(self): return bool(compare(self, 0.0, 5))
-    def __float__(self): return float(escape(self))
-    def __int__(self): return int(escape(self))
+    def __float__(self): raise_conversion(self, "float")
+    def __int__(self): raise_conversion(self, "int")
+    def __complex__(self): raise_conversion(self, "complex")
+    def __format__(self, spec): return format(concrete(self), spec)
     def __index__(self):
         raise TypeError("a traced value cannot be used as an index: its "
                         "derivative would be lost; use an integer array")

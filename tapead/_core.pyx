@@ -127,7 +127,7 @@ cdef inline Tracer new_tracer(Tape tape, Py_ssize_t idx, double dval, object ova
 
 cdef inline Dual new_dual(ForwardTrace trace, double dp, double dt, object op, object ot):
     cdef Dual d = Dual.__new__(Dual)
-    d.trace = trace
+    d.ftrace = trace
     d.dp = dp
     d.dt = dt
     d.op = op
@@ -173,20 +173,20 @@ cdef inline object binary(int op, object x, object y):
             return ty.tape.push_scalar(op, ty.idx, -1, v, d0, d1)
     elif type(x) is Dual:
         dx = <Dual>x
-        if dx.op is None and dx.trace.active:
+        if dx.op is None and dx.ftrace.active:
             if type(y) is Dual:
                 dy = <Dual>y
-                if dy.trace is dx.trace and dy.op is None:
+                if dy.ftrace is dx.ftrace and dy.op is None:
                     scalar_eval(op, dx.dp, dy.dp, &v, &d0, &d1)
-                    return new_dual(dx.trace, v, d0 * dx.dt + d1 * dy.dt, None, None)
+                    return new_dual(dx.ftrace, v, d0 * dx.dt + d1 * dy.dt, None, None)
             elif is_fast_number(y):
                 scalar_eval(op, dx.dp, <double>y, &v, &d0, &d1)
-                return new_dual(dx.trace, v, d0 * dx.dt, None, None)
+                return new_dual(dx.ftrace, v, d0 * dx.dt, None, None)
     elif type(y) is Dual:
         dy = <Dual>y
-        if dy.op is None and dy.trace.active and is_fast_number(x):
+        if dy.op is None and dy.ftrace.active and is_fast_number(x):
             scalar_eval(op, <double>x, dy.dp, &v, &d0, &d1)
-            return new_dual(dy.trace, v, d1 * dy.dt, None, None)
+            return new_dual(dy.ftrace, v, d1 * dy.dt, None, None)
     return _bind(_BINARY_PRIMS[op], (x, y), _NO_PARAMS)
 
 
@@ -202,9 +202,9 @@ cdef inline object unary(int op, object x):
             return tx.tape.push_scalar(op, tx.idx, -1, v, d0, 0.0)
     elif type(x) is Dual:
         dx = <Dual>x
-        if dx.op is None and dx.trace.active:
+        if dx.op is None and dx.ftrace.active:
             scalar_eval(op, dx.dp, 0.0, &v, &d0, &d1)
-            return new_dual(dx.trace, v, d0 * dx.dt, None, None)
+            return new_dual(dx.ftrace, v, d0 * dx.dt, None, None)
     return _bind(_UNARY_PRIMS[op], (x,), _NO_PARAMS)
 
 
@@ -264,7 +264,7 @@ def rebind_tracer(x, new):
         tx.idx, tx.dval, tx.oval = tn.idx, tn.dval, tn.oval
     elif type(x) is Dual and type(new) is Dual:
         dx, dn = <Dual>x, <Dual>new
-        if dx.trace is not dn.trace:
+        if dx.ftrace is not dn.ftrace:
             raise ValueError("rebind_tracer: both duals must belong to the same trace")
         dx.dp, dx.dt, dx.op, dx.ot = dn.dp, dn.dt, dn.op, dn.ot
     else:
@@ -346,12 +346,13 @@ cdef object compare(object x, object y, int code):
     return result
 
 
-cdef object escape(object x):
-    # a value leaving the traced world: guard it so replay can notice
-    v = concrete(x)
-    if type(x) is Tracer and (<Tracer>x).tape.active:
-        (<Tracer>x).tape.guard(4, x, v, True)
-    return v
+cdef raise_conversion(object x, str kind):
+    raise TypeError(
+        f"{kind}() of a traced value would drop its derivative (the result would be a "
+        "constant, silently). Keep computing with the traced value; use tapead.numpy "
+        "functions instead of math.* ones; to assign into a numpy array, start from a "
+        "traced one (A = x * np.zeros(n), or tapead.numpy.at(A)[i].set(x)); if you really "
+        "want the value as a constant, use ta.stop_gradient(x).")
 
 
 include "_prim.pxi"

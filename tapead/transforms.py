@@ -13,6 +13,7 @@ import numpy as np
 
 from tapead import _core, _prims  # noqa: F401  (_prims installs the rules)
 from tapead._core import Box, Dual, ForwardTrace, Tape, Tracer
+from tapead._prims.elementwise import stop_gradient  # noqa: F401  (re-exported)
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.errors import NonScalarOutputError, ShapeError
 
@@ -99,7 +100,7 @@ def _unbox_out(x, trace):
     """The value of an output at this trace's level (lower boxes stay)."""
     if type(x) is Tracer and x.tape is trace:
         return x.primal
-    if type(x) is Dual and x.trace is trace:
+    if type(x) is Dual and x.ftrace is trace:
         return x.primal
     return x
 
@@ -285,7 +286,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     o_leaves, o_tree = tree_flatten(out)
     vals, tans = [], []
     for x in o_leaves:
-        if type(x) is Dual and x.trace is trace:
+        if type(x) is Dual and x.ftrace is trace:
             vals.append(_plain(x.primal))
             tans.append(_plain(_as_result(x.tangent, x.primal) if not isinstance(
                 x.tangent, Box) else x.tangent))
@@ -412,11 +413,6 @@ def hvp(f: Callable, primals: Sequence, tangents: Sequence):
     primals, tangents = tuple(primals), tuple(tangents)
     argnums = 0 if len(primals) == 1 else tuple(range(len(primals)))
     return jvp(grad(f, argnums), primals, tangents)[1]
-
-
-def stop_gradient(x):
-    """The value of ``x`` with no derivative (a constant to every transform)."""
-    return _core.concrete(x)
 
 
 # ---------------------------------------------------------------------------

@@ -244,4 +244,19 @@ BY_NAME["where"] = where
 #: numpy functions (NEP 18) this module implements for tracers
 NUMPY_FUNCTIONS = {np.where: where}
 #: public names re-exported by tapead.numpy
-__all__ = ["where", "sigmoid", "relu"]
+__all__ = ["where", "sigmoid", "relu", "stop_gradient"]
+
+
+# stop_gradient: the identity with no derivative (a constant to every transform,
+# recomputed on replay)
+stop_gradient_p = Primitive("stop_gradient", lambda x: np.array(x, copy=True)
+                            if isinstance(x, np.ndarray) else x, saves=())
+stop_gradient_p.defvjp(lambda g, ans, x: None)
+stop_gradient_p.defjvp(lambda t, ans, x: None)
+
+
+def stop_gradient(x):
+    """The value of ``x`` as a constant: no derivative flows through it."""
+    if isinstance(x, Box):
+        return _core.bind(stop_gradient_p, x)
+    return x
