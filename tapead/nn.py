@@ -11,7 +11,7 @@ import numpy as np
 
 from tapead._core import Box, bind, shape_of
 from tapead._prims.base import Primitive
-from tapead._prims.elementwise import tanh
+from tapead._core import tanh  # the C entry point (scalar fast path, no Python wrapper)
 
 __all__ = ["mse", "init_mlp", "mlp", "mlp_tape_nbytes"]
 

@@ -31,6 +31,12 @@ def unbroadcast(x, g):
     gshape = g.shape if type(g) is np.ndarray else np.shape(g)
     if gshape == shape:
         return g
+    if type(g) is np.ndarray:          # plain arrays: reduce directly with numpy
+        lead = len(gshape) - len(shape)
+        axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                          if n == 1 and gshape[lead + i] != 1)
+        out = np.add.reduce(g, axis=axes) if axes else g
+        return out.reshape(shape) if out.shape != shape else out
     from tapead._prims.reductions import sum as _sum
     from tapead._prims.shape import reshape
     lead = len(gshape) - len(shape)
@@ -55,10 +61,12 @@ _FRESH = frozenset(["sin", "cos", "tan", "log", "log1p", "sqrt", "tanh", "arctan
 
 def _times_fresh(d, g):
     """g * d, written into d when d is a new array of the result's shape."""
-    if type(d) is np.ndarray and type(g) in (np.ndarray, float) and \
-            np.result_type(d, g) == d.dtype and \
-            np.broadcast_shapes(np.shape(g), d.shape) == d.shape:
-        return np.multiply(d, g, out=d)
+    if type(d) is np.ndarray:
+        if type(g) is np.ndarray:
+            if g.shape == d.shape and g.dtype == d.dtype:
+                return np.multiply(d, g, out=d)
+        elif type(g) is float and d.dtype.kind == "f":
+            return np.multiply(d, g, out=d)
     return g * d
 
 

@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete
+from tapead._core import Box, bind, concrete, ndim_of
 from tapead._prims.base import Primitive
 from tapead._prims.contract import _dtype_of, dot_nd, einsum
 from tapead.errors import ShapeError
@@ -26,7 +26,13 @@ def _mT(x):
     return swapaxes(x, -1, -2)
 
 
+def _plain2d(*xs):
+    return all(type(x) is np.ndarray and x.ndim == 2 for x in xs)
+
+
 def _matmul_vjp_a(g, ans, a, b):
+    if _plain2d(g, a, b):             # the common case, without the general machinery
+        return g @ b.T
     from tapead._prims.elementwise import unbroadcast
     from tapead._prims.shape import reshape
     na, nb = np.ndim(a), np.ndim(b)
@@ -41,6 +47,8 @@ def _matmul_vjp_a(g, ans, a, b):
 
 
 def _matmul_vjp_b(g, ans, a, b):
+    if _plain2d(g, a, b):
+        return a.T @ g
     from tapead._prims.elementwise import unbroadcast
     from tapead._prims.shape import reshape
     na, nb = np.ndim(a), np.ndim(b)
@@ -61,7 +69,7 @@ matmul_p.defjvp(lambda t, ans, a, b: matmul(t, b), lambda t, ans, a, b: matmul(a
 
 def matmul(a, b):
     """``a @ b`` with derivatives (1-d, 2-d and batched operands)."""
-    if np.ndim(a) == 0 or np.ndim(b) == 0:
+    if ndim_of(a) == 0 or ndim_of(b) == 0:
         raise ValueError("matmul: operands must be at least 1-d; use * for scalars")
     if isinstance(a, Box) or isinstance(b, Box):
         return bind(matmul_p, a, b)
