@@ -249,10 +249,65 @@ def where(cond, x, y):
 BY_NAME["where"] = where
 
 
+# logaddexp: log(e^x + e^y), stable; its partials are e^(x - ans) and e^(y - ans)
+logaddexp_p = Primitive("logaddexp", np.logaddexp, elementwise=True)
+logaddexp_p.defvjp(lambda g, ans, x, y: unbroadcast(x, g * exp(x - ans)),
+                   lambda g, ans, x, y: unbroadcast(y, g * exp(y - ans)))
+logaddexp_p.defjvp(lambda t, ans, x, y: t * exp(x - ans),
+                   lambda t, ans, x, y: t * exp(y - ans))
+
+
+def logaddexp(x, y):
+    """``np.logaddexp`` with derivatives."""
+    if isinstance(x, Box) or isinstance(y, Box):
+        return _core.bind(logaddexp_p, x, y)
+    return np.logaddexp(x, y)
+
+
+def fmax(x, y):
+    """``np.fmax``: ``maximum`` that ignores NaNs (same tie convention: 0.5 each)."""
+    if not (isinstance(x, Box) or isinstance(y, Box)):
+        return np.fmax(x, y)
+    xn, yn = np.isnan(concrete(x)), np.isnan(concrete(y))
+    if not (np.any(xn) or np.any(yn)):
+        return maximum(x, y)
+    return where(yn, x, where(xn, y, maximum(x, y)))
+
+
+def fmin(x, y):
+    """``np.fmin``: ``minimum`` that ignores NaNs (same tie convention: 0.5 each)."""
+    if not (isinstance(x, Box) or isinstance(y, Box)):
+        return np.fmin(x, y)
+    xn, yn = np.isnan(concrete(x)), np.isnan(concrete(y))
+    if not (np.any(xn) or np.any(yn)):
+        return minimum(x, y)
+    return where(yn, x, where(xn, y, minimum(x, y)))
+
+
+def clip(x, a_min=None, a_max=None, **kw):
+    """``np.clip`` as ``minimum(maximum(x, a_min), a_max)`` (as JAX: a point on a
+    bound gets half the derivative, like maximum/minimum ties)."""
+    if kw:
+        raise TypeError(f"clip: {sorted(kw)} are not supported on traced values")
+    if not any(isinstance(v, Box) for v in (x, a_min, a_max)):
+        return np.clip(x, a_min, a_max)
+    out = x
+    if a_min is not None:
+        out = maximum(out, a_min)
+    if a_max is not None:
+        out = minimum(out, a_max)
+    return out
+
+
+UFUNCS[np.logaddexp] = logaddexp
+UFUNCS[np.fmax] = fmax
+UFUNCS[np.fmin] = fmin
+
 #: numpy functions (NEP 18) this module implements for tracers
-NUMPY_FUNCTIONS = {np.where: where}
+NUMPY_FUNCTIONS = {np.where: where, np.clip: clip}
 #: public names re-exported by tapead.numpy
-__all__ = ["where", "sigmoid", "relu", "stop_gradient"]
+__all__ = ["where", "sigmoid", "relu", "stop_gradient", "logaddexp", "fmax", "fmin", "clip"]
+TRACER_METHODS = {"clip": clip}
 
 
 # stop_gradient: the identity with no derivative (a constant to every transform,
