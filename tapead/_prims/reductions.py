@@ -75,6 +75,8 @@ def _batched_axes(axis, nd):
 
 # sum -------------------------------------------------------------------------------
 def _sum_impl(x, axis=None, keepdims=False):
+    if type(x) is np.ndarray:       # np.sum's Python wrapper costs more than the sum
+        return np.add.reduce(x, axis=axis, keepdims=keepdims)
     return np.sum(x, axis=axis, keepdims=keepdims)
 
 
@@ -94,7 +96,8 @@ sum_p.jvp_batched = _sum_batched
 def sum(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     """``np.sum`` with derivatives."""
     if isinstance(x, Box):
-        _reject("sum", dtype, out, x, **kw)
+        if dtype is not None or out is not None or kw:
+            _reject("sum", dtype, out, x, **kw)
         return bind(sum_p, x, axis=axis, keepdims=keepdims)
     return np.sum(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
 
