@@ -217,6 +217,22 @@ maximum = _binary("maximum", np.maximum, _max_dx, lambda x, y, a: 1.0 - _max_dx(
                   ufunc=np.maximum)
 minimum = _binary("minimum", np.minimum, _min_dx, lambda x, y, a: 1.0 - _min_dx(x, y, a),
                   ufunc=np.minimum)
+
+
+def _times(g, v):
+    """g * v; when g is a broadcast constant 1 (the cotangent of a sum), v itself.
+
+    Returning v aliases a recorded value; the sweep never writes into arrays it
+    did not allocate, so the alias is safe."""
+    if type(g) is np.ndarray and type(v) is np.ndarray and g.ndim and g.shape == v.shape \
+            and not any(g.strides) and g.dtype == v.dtype and g.flat[0] == 1:
+        return v
+    return g * v
+
+
+multiply.prim.defvjp(lambda g, ans, x, y: unbroadcast(x, _times(g, y)),
+                     lambda g, ans, x, y: unbroadcast(y, _times(g, x)))
+
 arctan2 = _binary("arctan2", np.arctan2, lambda x, y, a: y / (x * x + y * y),
                   lambda x, y, a: -x / (x * x + y * y), ufunc=np.arctan2)
 hypot = _binary("hypot", np.hypot, lambda x, y, a: x / a, lambda x, y, a: y / a,
