@@ -26,8 +26,9 @@ def _mT(x):
     return swapaxes(x, -1, -2)
 
 
-def _plain2d(*xs):
-    return all(type(x) is np.ndarray and x.ndim == 2 for x in xs)
+def _plain2d(g, a, b):
+    return (type(g) is np.ndarray and type(a) is np.ndarray and type(b) is np.ndarray
+            and g.ndim == 2 and a.ndim == 2 and b.ndim == 2)
 
 
 def _matmul_vjp_a(g, ans, a, b):
