@@ -27,6 +27,20 @@ ArgNums = Union[int, Sequence[int]]
 # helpers
 # ---------------------------------------------------------------------------
 
+class _Where:
+    """'grad: argument 0', formatted only when an error message needs it."""
+
+    __slots__ = ("name", "arg")
+
+    def __init__(self, name, arg):
+        self.name, self.arg = name, arg
+
+    def __str__(self):
+        return f"{self.name}: argument {self.arg}"
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+
+
 def _check_leaf(x, what):
     """Validate a differentiable input leaf; returns it as float or array."""
     if type(x) is float:
@@ -127,7 +141,9 @@ def _record(f, args, kwargs, argnums, name):
         for a in nums:
             leaves, td = tree_flatten(args[a])
             if not td.all_float:
-                leaves = [_check_leaf(x, f"{name}: argument {a}") for x in leaves]
+                what = _Where(name, a)
+                leaves = [x if type(x) is np.ndarray and x.ndim and x.dtype.kind == "f"
+                          else _check_leaf(x, what) for x in leaves]
             start = tape.n_nodes
             tracers = tape.input_many(leaves)
             in_leaves.append(leaves)
