@@ -358,4 +358,5 @@ cdef raise_conversion(object x, str kind):
 include "_prim.pxi"
 include "_ufuncs.pxi"
 include "_tape.pxi"
+include "_tape_replay.pxi"
 include "_bind.pxi"

@@ -436,7 +436,7 @@ cdef class Tape(Trace):
         return True
 
     # ------------------------------------------------------------------
-    # K-direction forward sweep over the recorded tape
+    # K-direction forward sweep and replay (bodies in _tape_replay.pxi)
     # ------------------------------------------------------------------
     def forward_sweep(self, seeds, outputs, Py_ssize_t K):
         """Push K tangent directions through the tape at once.
@@ -462,176 +462,16 @@ cdef class Tape(Trace):
         JVP (``prim.jvp_batched``) or, lacking one, its JVP once per
         direction.
         """
-        cdef Py_ssize_t nn = self.n, i, k, j, pid
-        cdef double *buf = <double *>calloc((nn + 1) * K, sizeof(double))
-        cdef double *T
-        cdef double *row
-        cdef double *ra
-        cdef double *rb
-        cdef double d0, d1
-        cdef unsigned char *has = NULL
-        cdef Record rec
-        cdef int o
-        if buf == NULL:
-            raise MemoryError("cannot allocate the tangent table")
-        T = buf + K                      # row -1 is a zero scratch row
-        has = <unsigned char *>calloc(nn + 1, 1)
-        otan = {}
-        try:
-            has += 1
-            for nid, t in seeds.items():
-                nid = int(nid)
-                if self._is_scalar(nid):
-                    arr = np.ascontiguousarray(t, dtype=np.float64).reshape(K)
-                    for k in range(K):
-                        T[nid * K + k] = arr[k]
-                else:
-                    otan[nid] = np.asarray(t)
-                has[nid] = 1
-            for i in range(nn):
-                o = self.op[i]
-                if o >= FIRST_BINARY:
-                    if not (has[self.a[i]] or has[self.b[i]] and o < FIRST_CONST):
-                        continue
-                    has[i] = 1
-                    row = T + i * K
-                    ra = T + self.a[i] * K
-                    d0 = self.p0[i]
-                    if o < FIRST_CONST:
-                        rb = T + self.b[i] * K
-                        d1 = self.p1[i]
-                        for k in range(K):
-                            row[k] = d0 * ra[k] + d1 * rb[k]
-                    else:
-                        for k in range(K):
-                            row[k] = d0 * ra[k]
-                elif o == OP_OBJ:
-                    rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
-                    if rec.prim is None:
-                        continue
-                    tans = []
-                    any_t = False
-                    for pid in rec.parents:
-                        if pid >= 0 and has[pid]:
-                            any_t = True
-                            if self._is_scalar(pid):
-                                tans.append(np.array(<double[:K]>(T + pid * K)))
-                            else:
-                                tans.append(otan[pid])
-                        else:
-                            tans.append(None)
-                    if not any_t:
-                        continue
-                    args = tuple(self.value(pid) if pid >= 0 else c
-                                 for pid, c in zip(rec.parents, rec.consts))
-                    t = rec.prim.jvp_many(tans, rec.ans, args, rec.params, K)
-                    if t is None:
-                        continue
-                    has[i] = 1
-                    if isinstance(rec.ans, float):
-                        arr = np.ascontiguousarray(t, dtype=np.float64).reshape(K)
-                        for k in range(K):
-                            T[i * K + k] = arr[k]
-                    else:
-                        otan[i] = t
-            result = []
-            for i in outputs:
-                if not has[i]:
-                    result.append(None)
-                elif self._is_scalar(i):
-                    result.append(np.array(<double[:K]>(T + i * K)))
-                else:
-                    result.append(otan[i])
-            return result
-        finally:
-            free(buf)
-            if has != NULL:
-                free(has - 1)
+        return tape_forward_sweep(self, seeds, outputs, K)
 
-    # ------------------------------------------------------------------
-    # replay at new inputs
-    # ------------------------------------------------------------------
     def replay(self, new_inputs):
         """Re-evaluate every node at new input values, without Python tracing.
 
-        Raises ``GuardFlippedError`` when a recorded comparison comes out
-        differently (the recorded program would not be the one that runs).
+        Raises ``GuardFlippedError`` when a recorded comparison (or a guarded
+        index output) comes out differently: the recorded program would not be
+        the one that runs.
         """
-        cdef Py_ssize_t i, nn = self.n
-        cdef int o
-        cdef double v, d0, d1, y
-        cdef Record rec
-        new_inputs = list(new_inputs)
-        if len(new_inputs) != len(self.inputs):
-            raise TapeReplayError(
-                f"the tape has {len(self.inputs)} inputs but {len(new_inputs)} "
-                "values were given; pass one value per recorded input")
-        for nid, value in zip(self.inputs, new_inputs):
-            if self.op[nid] == OP_INPUT:
-                if not (is_fast_number(value) or np.ndim(value) == 0):
-                    raise TapeReplayError(
-                        f"input node {nid} was recorded as a scalar but got "
-                        f"a value of shape {np.shape(value)}; re-record the function")
-                self.val[nid] = float(value)
-            else:
-                rec = self.recs[<Py_ssize_t>self.p0[nid]]
-                value = np.asarray(value)
-                if np.shape(value) != np.shape(rec.ans):
-                    raise TapeReplayError(
-                        f"input node {nid} was recorded with shape {np.shape(rec.ans)} "
-                        f"but got shape {value.shape}; re-record the function")
-                rec.ans = value.astype(np.result_type(rec.ans), copy=False)
-        for i in range(nn):
-            o = self.op[i]
-            if o >= FIRST_BINARY:
-                y = self.val[self.b[i]] if o < FIRST_CONST else self.p1[i]
-                scalar_eval(o, self.val[self.a[i]], y, &v, &d0, &d1)
-                self.val[i] = v
-                self.p0[i] = d0
-                self.p1[i] = d1
-            elif o == OP_OBJ:
-                rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
-                if rec.prim is None:
-                    continue
-                args = tuple(self.value(pid) if pid >= 0 else c
-                             for pid, c in zip(rec.parents, rec.consts))
-                ans = rec.prim.impl(*args, **rec.params)
-                if isinstance(ans, np.ndarray) and ans.ndim == 0 and ans.dtype == np.float64:
-                    ans = float(ans)
-                if isinstance(rec.ans, float) != isinstance(ans, float) or \
-                        np.shape(ans) != np.shape(rec.ans):
-                    raise TapeReplayError(
-                        f"node {i} ({rec.prim}) changed shape on replay; re-record")
-                rec.ans = ans
-                rec.saved = rec.prim.save(args, ans)
-                if isinstance(ans, float):
-                    self.val[i] = ans
-            elif o == OP_GUARD and rec_is_fn_guard(self.recs[<Py_ssize_t>self.p0[i]]):
-                rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
-                _, ia, fn, result, what = rec.info
-                now = fn(self.value(ia))
-                if not np.array_equal(now, result):
-                    raise GuardFlippedError(
-                        f"{what} recorded at node {i} was {result!r} and is {now!r} at the "
-                        "new inputs; values computed from it would be stale. Re-record the "
-                        "function at these inputs (ta.record) or use ta.grad, which traces "
-                        "eagerly.")
-            elif o == OP_GUARD:
-                rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
-                code, ia, ib, ca, cb, result = rec.info
-                xa = self.value(ia) if ia >= 0 else ca
-                xb = self.value(ib) if ib >= 0 else cb
-                now = _CMP[code](xa, xb)
-                same = (np.array_equal(now, result) if isinstance(result, np.ndarray)
-                        else bool(now) == result)
-                if not same:
-                    names = ("<", "<=", ">", ">=", "==", "!=")
-                    raise GuardFlippedError(
-                        f"a comparison recorded at node {i} ({ca!r} {names[code]} {cb!r} "
-                        f"was {result!r}) comes out differently at the new inputs "
-                        f"({xa!r} {names[code]} {xb!r}); the recorded program is not "
-                        "the one Python would run here. Re-record the function at "
-                        "these inputs (ta.record) or use ta.grad, which traces eagerly.")
+        tape_replay(self, new_inputs)
 
 
 cdef inline bint rec_is_fn_guard(object rec):
