@@ -1,0 +1,183 @@
+"""Derivatives as graph transformations: gradient, forward, jacobian, hessian.
+
+Reverse mode walks the DAG from an output back to the inputs (reverse
+topological order, no recursion), calling each op's ``vjp`` rule, which
+creates new interned nodes; forward mode walks it from the inputs, calling
+each op's ``jvp`` rule on tangent expressions.  The results are ordinary
+expressions, wrapped into derived Functions that can be called, printed and
+differentiated again.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from tapead.errors import MissingRuleError
+from tapead.scaly import layout as lay
+from tapead.scaly.errors import LayoutError, NonScalarGradientError
+from tapead.scaly.expr import (OPS, Expr, apply, const, ones, reshape, stack, sym,
+                               topo_order, zeros)
+from tapead.scaly.function import Function, derived, leaf_like
+from tapead.scaly.types import TensorType, dtypes
+
+
+# ---------------------------------------------------------------------------
+# the two sweeps
+# ---------------------------------------------------------------------------
+
+def unbroadcast(c: Expr, shape) -> Expr:
+    """Sum a broadcast contribution back down to ``shape``."""
+    if c.shape == tuple(shape):
+        return c
+    lead = c.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(shape)
+                                      if d == 1 and c.shape[lead + i] != 1)
+    out = apply("sum", c, axes=axes) if axes else c
+    return out if out.shape == tuple(shape) else reshape(out, shape)
+
+
+def reverse_adjoints(output: Expr, weight: Expr, wrt: Sequence[Expr]) -> List[Expr]:
+    """``weight``-weighted adjoints of ``output`` with respect to ``wrt`` nodes.
+
+    Visits the nodes from the output back to the inputs once each; a node's
+    contributions are added left to right (``add(c1, c2)``), so two equal
+    contributions are one interned node added to itself.
+    """
+    adjoint: Dict[int, Expr] = {output.id: weight}
+    for node in reversed(topo_order([output])):
+        g = adjoint.get(node.id)
+        if g is None or not node.diff or node.op in ("input", "const"):
+            continue
+        rule = OPS[node.op]
+        if rule.vjp is None:
+            raise MissingRuleError(f"Scaly op '{node.op}' has no reverse-mode (vjp) rule")
+        for operand, c in zip(node.operands, rule.vjp(g, node)):
+            if c is None or not operand.diff:
+                continue
+            c = unbroadcast(c, operand.shape)
+            prev = adjoint.get(operand.id)
+            adjoint[operand.id] = c if prev is None else prev + c
+    return [adjoint[x.id] if x.id in adjoint else zeros(x.shape) for x in wrt]
+
+
+def forward_tangents(outputs: Sequence[Expr], seeds: Dict[int, Expr]) -> List[Optional[Expr]]:
+    """Tangents of ``outputs`` given tangent expressions of some inputs.
+
+    ``seeds`` maps input node ids to their tangents; ``None`` in the result
+    is a known zero.
+    """
+    tangent: Dict[int, Expr] = dict(seeds)
+    for node in topo_order(outputs):
+        if node.id in tangent or not node.diff or node.op in ("input", "const"):
+            continue
+        ts = [tangent.get(o.id) if o.diff else None for o in node.operands]
+        if all(t is None for t in ts):
+            continue
+        rule = OPS[node.op]
+        if rule.jvp is None:
+            raise MissingRuleError(f"Scaly op '{node.op}' has no forward-mode (jvp) rule")
+        t = rule.jvp(ts, node)
+        if t is not None:
+            if t.shape != node.shape:
+                t = t * ones(node.shape)
+            tangent[node.id] = t
+    return [tangent.get(y.id) for y in outputs]
+
+
+def jacobian_expr(y: Expr, x: Expr) -> Expr:
+    """The ``(y.size, x.size)`` Jacobian, one forward sweep per column.
+
+    Each column's seed is a constant unit vector, so simplification folds
+    the multiplications by zero and one away.
+    """
+    columns = []
+    for j in range(x.size):
+        e = np.zeros(x.size)
+        e[j] = 1.0
+        t = forward_tangents([y], {x.id: const(e.reshape(x.shape))})[0]
+        columns.append(zeros((y.size,)) if t is None else reshape(t, (y.size,)))
+    if not columns:
+        return zeros((y.size, 0))
+    return stack(columns, axis=1)
+
+
+# ---------------------------------------------------------------------------
+# the user-facing transformations
+# ---------------------------------------------------------------------------
+
+def _pick(f: Function, out: str, inp: str):
+    if not isinstance(f, Function):
+        raise TypeError(f"expected an sc.Function (made with @sc.function), got {f!r}")
+    y, x = f.output(out), f.input(inp)
+    if x.dtype != dtypes.float64:
+        raise LayoutError(f"function {f.name}: input '{inp}' is {x.type.dtype_name}, which "
+                          "has no derivative; differentiate with respect to a float64 input")
+    if y.dtype != dtypes.float64:
+        raise LayoutError(f"function {f.name}: output '{out}' is {y.type.dtype_name}, which "
+                          "has no derivative")
+    return y, x
+
+
+def _single(f: Function, kind: str, out: str, inp: str, value: Expr) -> Function:
+    label = f"{kind}_{out}_{inp}"
+    leaf = leaf_like(f.style, label, TensorType(value.shape))
+    return derived(f"{f.name}_{label}", f.params, leaf, f.inputs, [value], f.style)
+
+
+def gradient(f: Function, out: str, inp: str) -> Function:
+    """``f_grad_<out>_<inp>``: the gradient of a scalar output (reverse mode).
+
+    Same inputs as ``f``; one output ``grad_<out>_<inp>`` shaped like the input.
+    """
+    y, x = _pick(f, out, inp)
+    if y.size != 1:
+        raise NonScalarGradientError(
+            f"sc.gradient({f.name}, {out!r}, {inp!r}): output '{out}' has shape {y.shape}, "
+            "not a single element; use sc.jacobian for a vector output")
+    g = reverse_adjoints(y, const(np.ones(y.shape)), [x])[0]
+    return _single(f, "grad", out, inp, g)
+
+
+def forward(f: Function, out: str, inp: str) -> Function:
+    """``f_fwd_<out>_<inp>``: the directional derivative ``J v`` (forward mode).
+
+    Takes ``f``'s inputs followed by a seed direction ``seed_<inp>`` shaped
+    like the input: with ``sc.L`` layouts, one tuple ``(inputs, seed)``
+    (``fwd((x, s))``); with ``sc.arg`` parameters, one more argument.
+    """
+    y, x = _pick(f, out, inp)
+    seed_name = f"seed_{inp}"
+    if seed_name in f.input_names:
+        raise LayoutError(f"function {f.name} already has an input named {seed_name!r}")
+    seed = sym(seed_name, x.type)
+    t = forward_tangents([y], {x.id: seed})[0]
+    t = zeros(y.shape) if t is None else t
+    seed_leaf = leaf_like(f.style, seed_name, x.type)
+    params = ([lay.G(f.params[0], seed_leaf)] if f.style == "L" and len(f.params) == 1
+              else f.params + [seed_leaf])
+    label = f"fwd_{out}_{inp}"
+    leaf = leaf_like(f.style, label, TensorType(y.shape))
+    return derived(f"{f.name}_{label}", params, leaf, f.inputs + [seed], [t], f.style)
+
+
+def jacobian(f: Function, out: str, inp: str) -> Function:
+    """``f_jac_<out>_<inp>``: the dense Jacobian, shape ``(out.size, inp.size)``."""
+    y, x = _pick(f, out, inp)
+    return _single(f, "jac", out, inp, jacobian_expr(y, x))
+
+
+def hessian(f: Function, out: str, inp: str) -> Function:
+    """``f_hess_<out>_<inp>``: the dense Hessian, forward over reverse.
+
+    One reverse pass gives the gradient as an expression; forward mode then
+    differentiates it, one direction per input element.  Shape
+    ``(inp.size, inp.size)``.
+    """
+    y, x = _pick(f, out, inp)
+    if y.size != 1:
+        raise NonScalarGradientError(
+            f"sc.hessian({f.name}, {out!r}, {inp!r}): output '{out}' has shape {y.shape}, "
+            "not a single element")
+    g = reverse_adjoints(y, const(np.ones(y.shape)), [x])[0]
+    return _single(f, "hess", out, inp, jacobian_expr(g, x))

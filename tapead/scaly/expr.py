@@ -1,0 +1,369 @@
+"""Expression nodes of the Scaly graph API, and their interning.
+
+An ``Expr`` is a node of a symbolic DAG: an op name, operand nodes, static
+attributes, a ``TensorType`` and a ``diff`` flag (whether it depends on a
+differentiable input).  Nodes are *interned*: building the same op on the
+same operands with the same attributes returns the very same object, so
+equal subexpressions are shared and identity comparison is structural
+equality.
+
+The op table (``OPS``) lives here but is filled by ``tapead.scaly.ops``;
+each entry holds an op's type rule, its evaluation and its derivative rules.
+"""
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tapead.scaly.errors import SymbolicBoolError
+from tapead.scaly.types import TensorType, dtypes, normalize_dtype, normalize_shape
+
+
+class OpRule:
+    """Everything Scaly knows about one op, in one place.
+
+    Attributes
+    ----------
+    name : str
+        The op name printed in listings (``expr.<name>``).
+    infer : callable
+        ``infer(operands, attrs) -> TensorType``.
+    fn : callable
+        ``fn(*values, **attrs)`` with ``tapead.numpy`` operations, so it works
+        on plain numpy values (constant folding) and on tape tracers (lowering).
+    vjp : callable or None
+        ``vjp(g, node) -> [contribution or None per operand]``; contributions
+        are new expressions (``None`` is a known zero).
+    jvp : callable or None
+        ``jvp(tangents, node) -> tangent or None`` with ``None`` a known zero.
+    """
+
+    __slots__ = ("name", "infer", "fn", "vjp", "jvp", "diff")
+
+    def __init__(self, name, infer, fn, vjp=None, jvp=None, diff=True):
+        self.name, self.infer, self.fn, self.vjp, self.jvp = name, infer, fn, vjp, jvp
+        self.diff = diff
+
+
+#: op name -> OpRule, filled by tapead.scaly.ops (the only place rules live).
+OPS: Dict[str, OpRule] = {}
+
+_INTERN: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
+_ids = itertools.count()
+
+
+def _hashable(value):
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return tuple(_hashable(v) for v in value)
+    if isinstance(value, slice):
+        return ("slice", value.start, value.stop, value.step)
+    return value
+
+
+class Expr:
+    """A symbolic tensor: one interned node of an expression DAG.
+
+    Build them with ``sc.sym``, ``sc.const`` and the operators; a
+    ``@sc.function`` body receives them as its arguments.
+    """
+
+    __slots__ = ("id", "op", "operands", "attrs", "type", "diff", "__weakref__")
+    __array_ufunc__ = None          # numpy defers to our reflected operators
+    __hash__ = object.__hash__      # __eq__ builds an expression
+
+    # -- structure --------------------------------------------------------
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.type.shape)
+
+    @property
+    def size(self) -> int:
+        return self.type.size
+
+    def __repr__(self) -> str:
+        name = self.attrs.get("name")
+        what = f"input {name!r}" if self.op == "input" else f"expr.{self.op}"
+        return f"<sc.Expr {what} : {self.type.render(self.diff)}>"
+
+    # -- arithmetic ---------------------------------------------------------
+    def __add__(self, o): return apply("add", self, o)
+    def __radd__(self, o): return apply("add", o, self)
+    def __sub__(self, o): return apply("sub", self, o)
+    def __rsub__(self, o): return apply("sub", o, self)
+    def __mul__(self, o): return apply("mul", self, o)
+    def __rmul__(self, o): return apply("mul", o, self)
+    def __truediv__(self, o): return apply("div", self, o)
+    def __rtruediv__(self, o): return apply("div", o, self)
+    def __pow__(self, o): return apply("pow", self, o)
+    def __rpow__(self, o): return apply("pow", o, self)
+    def __neg__(self): return apply("neg", self)
+    def __pos__(self): return self
+    def __abs__(self): return apply("abs", self)
+
+    # -- comparisons (bool expressions) ---------------------------------
+    def __lt__(self, o): return apply("lt", self, o)
+    def __le__(self, o): return apply("le", self, o)
+    def __gt__(self, o): return apply("gt", self, o)
+    def __ge__(self, o): return apply("ge", self, o)
+    def __eq__(self, o): return apply("eq", self, o)   # type: ignore[override]
+    def __ne__(self, o): return apply("ne", self, o)   # type: ignore[override]
+
+    def __bool__(self):
+        raise SymbolicBoolError(
+            f"the truth value of a symbolic expression ({self!r}) is not known while a "
+            "Scaly Function is traced, so Python `if`, `while`, `and`, `or` and `not` "
+            "cannot branch on it; use sc.cond(selector, (false_fn, true_fn), *operands) "
+            "to select a branch, or sc.while_loop for a loop with a symbolic condition")
+
+    def _no_conversion(self, kind):
+        raise SymbolicBoolError(
+            f"{kind}() of a symbolic expression ({self!r}) has no value while a Scaly "
+            "Function is traced; keep computing with expressions (use sc.cond to branch)")
+
+    def __float__(self): self._no_conversion("float")
+    def __int__(self): self._no_conversion("int")
+    def __index__(self): self._no_conversion("index")
+
+    # -- indexing ---------------------------------------------------------
+    def __getitem__(self, key):
+        """Basic numpy indexing (ints, slices, ``None``, ``...``, int arrays)."""
+        keys = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(k, Expr) for k in keys):
+            raise TypeError("indexing with a symbolic index is not supported yet; "
+                            "index with Python ints, slices or integer arrays")
+        if self.ndim == 0 and key != () and key is not Ellipsis:
+            raise IndexError(f"cannot index a scalar expression with {key!r}")
+        positions = np.arange(self.size, dtype=np.int64).reshape(self.shape)[key]
+        return gather(self, np.asarray(positions).reshape(-1), np.shape(positions))
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a scalar expression")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a scalar expression")
+        return self.shape[0]
+
+    # -- methods ----------------------------------------------------------
+    def sin(self): return apply("sin", self)
+    def cos(self): return apply("cos", self)
+    def tan(self): return apply("tan", self)
+    def exp(self): return apply("exp", self)
+    def log(self): return apply("log", self)
+    def sqrt(self): return apply("sqrt", self)
+    def abs(self): return apply("abs", self)
+    def tanh(self): return apply("tanh", self)
+
+    def sum(self, axis=None):
+        """Sum over ``axis`` (an int, a tuple, or None for every axis)."""
+        if axis is None:
+            axes = tuple(range(self.ndim))
+        else:
+            axes = tuple(sorted(a % self.ndim for a in (
+                axis if isinstance(axis, tuple) else (axis,))))
+        return apply("sum", self, axes=axes)
+
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        return reshape(self, shape)
+
+    @property
+    def T(self):
+        raise NotImplementedError("transpose of a Scaly expression is not supported yet")
+
+
+# ---------------------------------------------------------------------------
+# building nodes
+# ---------------------------------------------------------------------------
+
+def make_node(op: str, operands: Sequence[Expr], attrs: Dict[str, Any]) -> Expr:
+    """The interned node ``op(operands) {attrs}``: created once, then reused."""
+    operands = tuple(operands)
+    key = (op, tuple(o.id for o in operands),
+           tuple(sorted((k, _hashable(v)) for k, v in attrs.items())))
+    node = _INTERN.get(key)
+    if node is not None:
+        return node
+    rule = OPS.get(op)
+    if rule is None:
+        raise KeyError(f"unknown Scaly op {op!r}")
+    node = Expr.__new__(Expr)
+    node.id = next(_ids)
+    node.op = op
+    node.operands = operands
+    node.attrs = dict(attrs)
+    node.type = rule.infer(operands, node.attrs)
+    node.diff = (rule.diff and node.type.dtype == dtypes.float64
+                 and (op == "input" or any(o.diff for o in operands)))
+    _INTERN[key] = node
+    return node
+
+
+def const(value, dtype=None) -> Expr:
+    """A constant expression: ``sc.const(1.0)``, ``sc.const(np.ones(3))``."""
+    if isinstance(value, Expr):
+        return value
+    arr = np.asarray(value)
+    dt = normalize_dtype(arr.dtype if dtype is None else dtype)
+    arr = np.array(arr, dtype=dt)         # an owned copy: constants never change
+    arr.setflags(write=False)
+    return make_node("const", (), {"value": arr})
+
+
+def sym(name: str, shape=(), dtype=dtypes.float64) -> Expr:
+    """A named symbolic input, ``sc.sym("x", 3)``.
+
+    The same name, shape and dtype always give the same node.
+    """
+    if isinstance(shape, TensorType):
+        ttype = shape
+    else:
+        ttype = TensorType(normalize_shape(shape), dtype)
+    node = make_node("input", (), {"name": str(name), "shape": ttype.shape,
+                                   "dtype": ttype.dtype_name})
+    return node
+
+
+def as_expr(value, like: Optional[Expr] = None) -> Expr:
+    """``value`` as an expression (numbers become constants).
+
+    A Python number next to a float expression becomes a float64 constant.
+    """
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return const(value)
+    if like is not None and like.dtype == dtypes.float64 or isinstance(value, float):
+        return const(value, dtypes.float64)
+    return const(value)
+
+
+def apply(op: str, *operands, **attrs) -> Expr:
+    """``op`` applied to operands (numbers are turned into constants)."""
+    like = next((o for o in operands if isinstance(o, Expr)), None)
+    return make_node(op, [as_expr(o, like) for o in operands], attrs)
+
+
+def gather(x: Expr, indices, shape) -> Expr:
+    """``x.ravel()[indices].reshape(shape)`` (how indexing is represented)."""
+    return apply("gather", x, indices=tuple(int(i) for i in np.ravel(indices)),
+                 shape=normalize_shape(shape))
+
+
+def scatter(g: Expr, indices, shape) -> Expr:
+    """``zeros(shape)`` with ``g.ravel()`` added at the flat ``indices``."""
+    return apply("scatter", g, indices=tuple(int(i) for i in np.ravel(indices)),
+                 shape=normalize_shape(shape))
+
+
+def reshape(x: Expr, shape) -> Expr:
+    shape = normalize_shape(shape)
+    if -1 in shape:
+        known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+        shape = tuple(x.size // max(known, 1) if s == -1 else s for s in shape)
+    return apply("reshape", x, shape=shape)
+
+
+def stack(items: Sequence, axis: int = 0) -> Expr:
+    """``sc.stack([a, b, ...])``: a new leading (or ``axis``) dimension."""
+    items = list(items)
+    if not items:
+        raise ValueError("sc.stack needs at least one expression")
+    like = next((o for o in items if isinstance(o, Expr)), None)
+    exprs = [as_expr(o, like) for o in items]
+    ndim = exprs[0].ndim + 1
+    return make_node("stack", exprs, {"axis": axis % ndim})
+
+
+def sumsqr(x) -> Expr:
+    """The sum of squares of every element, ``(x * x).sum()``."""
+    x = as_expr(x)
+    return (x * x).sum()
+
+
+def zeros(shape, dtype=dtypes.float64) -> Expr:
+    return const(np.zeros(normalize_shape(shape), dtype))
+
+
+def ones(shape, dtype=dtypes.float64) -> Expr:
+    return const(np.ones(normalize_shape(shape), dtype))
+
+
+def is_const(x: Expr, value=None) -> bool:
+    """Whether ``x`` is a constant (equal everywhere to ``value`` if given)."""
+    if x.op != "const":
+        return False
+    return value is None or bool(np.all(x.attrs["value"] == value))
+
+
+# ---------------------------------------------------------------------------
+# walking graphs (iteratively: deep graphs must not hit the recursion limit)
+# ---------------------------------------------------------------------------
+
+def topo_order(outputs: Iterable[Expr]) -> List[Expr]:
+    """Nodes reachable from ``outputs``, operands before users.
+
+    Depth-first post-order, visiting outputs and operands in order; the
+    listing numbers follow this order.
+    """
+    order: List[Expr] = []
+    done = set()
+    for root in outputs:
+        if root.id in done:
+            continue
+        stack = [(root, 0)]
+        done.add(root.id)
+        while stack:
+            node, k = stack[-1]
+            if k < len(node.operands):
+                stack[-1] = (node, k + 1)
+                child = node.operands[k]
+                if child.id not in done:
+                    done.add(child.id)
+                    stack.append((child, 0))
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+def rebuild(outputs: Sequence[Expr], replace: Callable[[Expr, Tuple[Expr, ...]], Expr],
+            seed: Optional[Dict[int, Expr]] = None) -> List[Expr]:
+    """Rewrite a DAG bottom-up: ``replace(node, new_operands) -> new node``.
+
+    ``seed`` maps node ids to fixed replacements (e.g. inputs to arguments).
+    """
+    new: Dict[int, Expr] = dict(seed or {})
+    for node in topo_order(outputs):
+        if node.id in new:
+            continue
+        operands = tuple(new[o.id] for o in node.operands)
+        new[node.id] = replace(node, operands)
+    return [new[o.id] for o in outputs]
+
+
+def same_op(node: Expr, operands: Tuple[Expr, ...]) -> Expr:
+    """``node``'s op and attributes on new operands (itself if unchanged)."""
+    if all(a is b for a, b in zip(operands, node.operands)):
+        return node
+    return make_node(node.op, operands, node.attrs)
+
+
+def substitute(outputs: Sequence[Expr], mapping: Dict[int, Expr]) -> List[Expr]:
+    """``outputs`` with the nodes whose ids are keys of ``mapping`` replaced."""
+    return rebuild(outputs, same_op, mapping)

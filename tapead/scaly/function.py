@@ -1,0 +1,241 @@
+"""``sc.function``: named, traced expression graphs that can be called.
+
+A Function is built by calling the decorated Python body once on symbolic
+inputs (``sc.Expr``); the expressions it returns are the Function's graph.
+Calling a Function on numpy values evaluates that graph on the compiled
+tape (see ``tapead.scaly.lower``); calling it on expressions inlines its
+graph into the caller's, so Functions compose.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from tapead.scaly import layout as lay
+from tapead.scaly.errors import LayoutError, ScalyShapeError, UnknownNameError
+from tapead.scaly.expr import Expr, as_expr, substitute, sym, topo_order
+from tapead.scaly.lower import LoweredProgram, free_inputs
+from tapead.scaly.types import TensorType, dtypes
+
+
+class Function:
+    """A Scaly Function: named inputs, named outputs, an expression graph.
+
+    Attributes
+    ----------
+    name : str
+        The Python function's name, or a derived name such as ``f_grad_y_x``.
+    params : list of layouts
+        One layout (``Leaf`` or ``Group``) per positional parameter.
+    output_layout : Leaf or Group
+    inputs, outputs : list of Expr
+        The input nodes and output expressions, one per leaf.
+    """
+
+    def __init__(self, name: str, params: Sequence[Any], output_layout: Any,
+                 inputs: Sequence[Expr], outputs: Sequence[Expr], style: str = "arg"):
+        self.name = name
+        self.params = list(params)
+        self.output_layout = output_layout
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.style = style
+        self.input_leaves = lay.leaves(self.params)
+        self.output_leaves = lay.leaves([output_layout])
+        self._check_names()
+        free = free_inputs(self.outputs, self.inputs)
+        if free:
+            names = ", ".join(repr(n.attrs["name"]) for n in free)
+            raise LayoutError(f"function {name}: the outputs depend on symbols {names} that "
+                              "are not inputs of the function; declare them as inputs")
+        self._programs: Dict[bool, LoweredProgram] = {}
+        self._simplified: Optional[List[Expr]] = None
+
+    def _check_names(self) -> None:
+        for what, names in (("input", self.input_names), ("output", self.output_names)):
+            seen = set()
+            for n in names:
+                if n in seen:
+                    raise LayoutError(f"function {self.name}: the {what} name {n!r} is "
+                                      "used twice; give every leaf its own name")
+                seen.add(n)
+
+    # -- names --------------------------------------------------------------
+    @property
+    def input_names(self) -> List[str]:
+        return [leaf.name for leaf in self.input_leaves]
+
+    @property
+    def output_names(self) -> List[str]:
+        return [leaf.name for leaf in self.output_leaves]
+
+    def input(self, name: str) -> Expr:
+        """The input node called ``name``."""
+        return self.inputs[self._index(name, self.input_names, "input")]
+
+    def output(self, name: str) -> Expr:
+        """The output expression called ``name``."""
+        return self.outputs[self._index(name, self.output_names, "output")]
+
+    def _index(self, name: str, names: List[str], what: str) -> int:
+        if name not in names:
+            raise UnknownNameError(f"function {self.name} has no {what} named {name!r}; its "
+                                   f"{what}s are {', '.join(map(repr, names))}")
+        return names.index(name)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{leaf.name}: {leaf.type.render()}" for leaf in self.input_leaves)
+        outs = ", ".join(f"{leaf.name}: {leaf.type.render()}" for leaf in self.output_leaves)
+        return f"<sc.Function {self.name}({ins}) -> ({outs})>"
+
+    # -- calling ----------------------------------------------------------
+    def __call__(self, *args):
+        """Evaluate on numbers (numpy results) or inline on expressions."""
+        if len(args) != len(self.params):
+            raise LayoutError(f"function {self.name} takes {len(self.params)} argument(s) "
+                              f"({', '.join(map(repr, self.params))}), got {len(args)}")
+        flat = lay.flatten(self.params, args, f"function {self.name}")
+        if any(isinstance(v, Expr) for v in flat):
+            outs = self._inline(flat)
+        else:
+            outs = self.evaluate(flat)
+        return lay.unflatten([self.output_layout], outs)[0]
+
+    def _inline(self, flat: Sequence[Any]) -> List[Expr]:
+        mapping = {}
+        for leaf, node, value in zip(self.input_leaves, self.inputs, flat):
+            e = as_expr(value, node)
+            if e.shape != leaf.type.shape:
+                raise ScalyShapeError(
+                    f"function {self.name}: input '{leaf.name}' expects shape "
+                    f"{leaf.type.shape}, got an expression of shape {e.shape}")
+            mapping[node.id] = e
+        return substitute(self.outputs, mapping)
+
+    def evaluate(self, flat_values: Sequence[Any], simplify: bool = True) -> List[Any]:
+        """Output values (one per output leaf) at the input leaves' values.
+
+        ``simplify=False`` runs the graph exactly as built (for checking the
+        simplifier).  Both lower to a tape once and replay it afterwards.
+        """
+        values = [lay.check_value_shape(leaf, v, f"function {self.name}")
+                  for leaf, v in zip(self.input_leaves, flat_values)]
+        program = self._programs.get(simplify)
+        if program is None:
+            outputs = self.simplified_outputs() if simplify else self.outputs
+            program = LoweredProgram(self.inputs, outputs, values)
+            self._programs[simplify] = program
+        return program(values)
+
+    def simplified_outputs(self) -> List[Expr]:
+        """The outputs after ``tapead.scaly.simplify`` (computed once)."""
+        if self._simplified is None:
+            from tapead.scaly.simplify import simplify
+            self._simplified = simplify(self.outputs)
+        return self._simplified
+
+    @property
+    def n_nodes(self) -> int:
+        """Distinct nodes of the graph (interning shares equal subexpressions)."""
+        return len(topo_order(self.outputs))
+
+
+# ---------------------------------------------------------------------------
+# sc.function
+# ---------------------------------------------------------------------------
+
+def _is_l_style(item) -> bool:
+    return isinstance(item, (lay.L, lay.G))
+
+
+def function(*specs, outputs=None) -> Callable[[Callable], Function]:
+    """Declare a Scaly Function (a decorator).
+
+    Two declaration styles:
+
+    * ``sc.function(in_layout, out_layout)`` with ``sc.L``/``sc.G``: the body
+      takes one argument laid out as ``in_layout`` (a group is a tuple);
+    * ``sc.function(sc.arg(...), ..., outputs=...)``: one positional parameter
+      per ``sc.arg``/``sc.group``; ``outputs`` is an ``sc.arg`` or
+      ``sc.group`` (inferred from the body's results when omitted).
+
+    Shapes are ``()``, an int, a tuple or ``...`` (outputs only: inferred).
+    """
+    if specs and all(_is_l_style(s) for s in specs):
+        if len(specs) > 2 or outputs is not None:
+            raise LayoutError("sc.function(sc.L/G input layout, sc.L/G output layout): give "
+                              "one input layout (group several with sc.G) and one output "
+                              "layout")
+        params, out_layout, style = [specs[0]], (specs[1] if len(specs) == 2 else None), "L"
+    else:
+        for s in specs:
+            if not isinstance(s, (lay.Leaf, lay.Group)):
+                raise LayoutError(f"sc.function takes layouts (sc.arg, sc.group, sc.L, "
+                                  f"sc.G), not {s!r}")
+        params, out_layout, style = list(specs), outputs, "arg"
+    for leaf in lay.leaves(params):
+        if leaf.type is None:
+            raise LayoutError(f"input '{leaf.name}' needs a shape: only output shapes can "
+                              "be inferred with ...")
+
+    def decorate(body: Callable) -> Function:
+        return trace(body, params, out_layout, style, getattr(body, "__name__", "f"))
+    return decorate
+
+
+def trace(body: Callable, params: Sequence[Any], out_layout: Any, style: str,
+          name: str) -> Function:
+    """Call ``body`` on symbolic inputs and wrap the result as a Function."""
+    in_leaves = lay.leaves(params)
+    inputs = [sym(leaf.name, leaf.type) for leaf in in_leaves]
+    result = body(*lay.unflatten(params, inputs))
+    if out_layout is None:
+        out_layout = lay.infer_output_layout(result)
+    where = f"function {name}"
+    values = lay.flatten([out_layout], [result], f"{where} (its results)")
+    outputs, resolved = [], {}
+    for leaf, value in zip(lay.leaves([out_layout]), values):
+        e = _output_expr(leaf, value, where)
+        outputs.append(e)
+        resolved[id(leaf)] = leaf.resolved(e.type) if leaf.type is None else leaf
+    return Function(name, params, _resolve(out_layout, resolved), inputs, outputs, style)
+
+
+def _output_expr(leaf: lay.Leaf, value: Any, where: str) -> Expr:
+    if isinstance(value, (tuple, list)):
+        raise LayoutError(f"{where}: output '{leaf.name}' is a single tensor but the body "
+                          f"returned a {type(value).__name__}; declare a group of outputs")
+    want = leaf.type
+    e = as_expr(value) if isinstance(value, Expr) or want is None else \
+        as_expr(np.broadcast_to(np.asarray(value, want.dtype), want.shape))
+    if want is not None:
+        if e.shape != want.shape:
+            raise ScalyShapeError(f"{where}: output '{leaf.name}' is declared with shape "
+                                  f"{want.shape} but the body returned shape {e.shape}")
+        if e.dtype != want.dtype:
+            if want.dtype == dtypes.bool_ or e.dtype == dtypes.bool_:
+                raise LayoutError(f"{where}: output '{leaf.name}' is declared "
+                                  f"{want.dtype_name} but the body returned "
+                                  f"{e.type.dtype_name}")
+    return e
+
+
+def _resolve(layout: Any, resolved: Dict[int, lay.Leaf]) -> Any:
+    if isinstance(layout, lay.Leaf):
+        return resolved[id(layout)]
+    return type(layout)(*(_resolve(item, resolved) for item in layout.items))
+
+
+def derived(name: str, params: Sequence[Any], output_leaf: lay.Leaf, inputs: Sequence[Expr],
+            outputs: Sequence[Expr], style: str) -> Function:
+    """A Function built by a graph transformation (derivatives)."""
+    return Function(name, params, output_leaf, inputs, outputs, style)
+
+
+def leaf_like(style: str, name: str, ttype: TensorType) -> lay.Leaf:
+    """A leaf of the declaration style of the Function being derived."""
+    return (lay.L if style == "L" else lay.arg)(name, ttype)
+
+
+__all__ = ["Function", "function", "derived", "leaf_like"]

@@ -1,0 +1,278 @@
+"""The op table: every Scaly op with its type rule, evaluation and derivatives.
+
+One entry per op, grouped by family.  ``fn`` is written with
+``tapead.numpy`` operations, so the same function folds constants (plain
+numpy values) and lowers a graph onto a tapead tape (tracers).  Derivative
+rules build new interned expressions:
+
+* ``vjp(g, node)`` returns one contribution per operand, ``g`` times the
+  local partial (``None`` = a known zero).  The reverse sweep reduces
+  contributions that were broadcast back to the operand's shape.
+* ``jvp(tangents, node)`` returns the output tangent (``None`` = zero);
+  tangents of operands are ``None`` when zero.
+
+Unary elementwise ops only state their local partial; both rules follow.
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import numpy as np
+
+import tapead.numpy as tnp
+from tapead import _core
+from tapead._prims.base import Primitive
+from tapead.scaly.errors import ScalyShapeError
+from tapead.scaly.expr import (OPS, OpRule, apply, const, gather, ones, reshape, scatter)
+from tapead.scaly.types import TensorType, dtypes
+
+
+def register(name, infer, fn, vjp=None, jvp=None, diff=True) -> OpRule:
+    rule = OpRule(name, infer, fn, vjp, jvp, diff)
+    OPS[name] = rule
+    return rule
+
+
+def total(terms) -> Optional[object]:
+    """The sum of the non-None terms, left to right (None if all are None)."""
+    out = None
+    for t in terms:
+        if t is not None:
+            out = t if out is None else out + t
+    return out
+
+
+# ---------------------------------------------------------------------------
+# type rules
+# ---------------------------------------------------------------------------
+
+def _broadcast(operands, op):
+    try:
+        return np.broadcast_shapes(*(o.shape for o in operands))
+    except ValueError:
+        shapes = " and ".join(str(o.shape) for o in operands)
+        raise ScalyShapeError(f"expr.{op}: shapes {shapes} do not broadcast together; "
+                              "index or reshape the operands to matching shapes") from None
+
+
+def _arith(op, floating=False):
+    def infer(operands, attrs):
+        dt = np.result_type(*(o.dtype for o in operands))
+        if floating or dt == np.bool_:
+            dt = dtypes.float64
+        return TensorType(_broadcast(operands, op), dt)
+    return infer
+
+
+def _compare(op):
+    return lambda operands, attrs: TensorType(_broadcast(operands, op), dtypes.bool_)
+
+
+def _same_float(operands, attrs):
+    return TensorType(operands[0].shape, dtypes.float64)
+
+
+# ---------------------------------------------------------------------------
+# leaves
+# ---------------------------------------------------------------------------
+
+register("const", lambda ops, a: TensorType(a["value"].shape, a["value"].dtype),
+         lambda value: value)
+register("input", lambda ops, a: TensorType(a["shape"], {"float64": dtypes.float64,
+                                                         "int64": dtypes.int64,
+                                                         "bool": dtypes.bool_}[a["dtype"]]),
+         None)
+
+
+# ---------------------------------------------------------------------------
+# elementwise arithmetic
+# ---------------------------------------------------------------------------
+
+register("add", _arith("add"), tnp.add,
+         vjp=lambda g, n: [g, g],
+         jvp=lambda ts, n: total(ts))
+def _sub_jvp(ts, n):
+    ta, tb = ts
+    if tb is None:
+        return ta
+    return -tb if ta is None else ta - tb
+
+
+register("sub", _arith("sub"), tnp.subtract, vjp=lambda g, n: [g, -g], jvp=_sub_jvp)
+register("mul", _arith("mul"), tnp.multiply,
+         vjp=lambda g, n: [g * n.operands[1], g * n.operands[0]],
+         jvp=lambda ts, n: total([None if ts[0] is None else ts[0] * n.operands[1],
+                                  None if ts[1] is None else ts[1] * n.operands[0]]))
+register("div", _arith("div", floating=True), tnp.divide,
+         vjp=lambda g, n: [g / n.operands[1], -(g * (n / n.operands[1]))],
+         jvp=lambda ts, n: total([None if ts[0] is None else ts[0] / n.operands[1],
+                                  None if ts[1] is None else -(ts[1] * (n / n.operands[1]))]))
+
+
+def _pow_fn(a, b):
+    if isinstance(a, _core.Box) or isinstance(b, _core.Box):
+        return a ** b
+    return np.power(np.asarray(a, dtype=np.result_type(a, b, np.float64)), b)
+
+
+def _pow_partials(n):
+    a, b = n.operands
+    da = b * a ** (b - 1.0)
+    db = (a.log() * n) if b.diff else None
+    return da, db
+
+
+register("pow", _arith("pow", floating=True), _pow_fn,
+         vjp=lambda g, n: [g * p if p is not None else None for p in _pow_partials(n)],
+         jvp=lambda ts, n: total([None if t is None or p is None else t * p
+                                  for t, p in zip(ts, _pow_partials(n))]))
+register("neg", lambda ops, a: ops[0].type, tnp.negative,
+         vjp=lambda g, n: [-g],
+         jvp=lambda ts, n: -ts[0])
+
+
+# ---------------------------------------------------------------------------
+# unary elementwise functions: name, tapead function, local partial
+# ---------------------------------------------------------------------------
+
+def _unary(name: str, fn: Callable, partial: Callable):
+    register(name, _same_float, fn,
+             vjp=lambda g, n: [g * partial(n)],
+             jvp=lambda ts, n: ts[0] * partial(n))
+
+
+_unary("sin", tnp.sin, lambda n: n.operands[0].cos())
+_unary("cos", tnp.cos, lambda n: -n.operands[0].sin())
+_unary("tan", tnp.tan, lambda n: 1.0 + n * n)
+_unary("exp", tnp.exp, lambda n: n)
+_unary("log", tnp.log, lambda n: 1.0 / n.operands[0])
+_unary("sqrt", tnp.sqrt, lambda n: 0.5 / n)
+_unary("tanh", tnp.tanh, lambda n: 1.0 - n * n)
+_unary("abs", tnp.abs, lambda n: apply("sign", n.operands[0]))
+register("sign", _same_float, tnp.sign, diff=False)      # derivative zero
+
+
+# ---------------------------------------------------------------------------
+# comparisons: bool results, no derivative, no tape guards
+# ---------------------------------------------------------------------------
+
+def _comparison(name: str, ufunc):
+    prim = Primitive(f"scaly_{name}", ufunc, saves=())
+
+    def fn(a, b):
+        if isinstance(a, _core.Box) or isinstance(b, _core.Box):
+            return _core.bind(prim, a, b)
+        return ufunc(a, b)
+    register(name, _compare(name), fn, diff=False)
+
+
+for _name, _ufunc in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
+                      ("ge", np.greater_equal), ("eq", np.equal), ("ne", np.not_equal)]:
+    _comparison(_name, _ufunc)
+
+
+# ---------------------------------------------------------------------------
+# reductions and shape ops
+# ---------------------------------------------------------------------------
+
+def _sum_infer(ops, a):
+    x = ops[0]
+    shape = tuple(d for i, d in enumerate(x.shape) if i not in a["axes"])
+    dt = dtypes.int64 if x.dtype == dtypes.bool_ else x.dtype
+    return TensorType(shape, dt)
+
+
+def _sum_fn(x, axes):
+    return tnp.sum(x, axis=axes) if axes else x
+
+
+def _sum_vjp(g, n):
+    x = n.operands[0]
+    if g.ndim:
+        g = reshape(g, tuple(1 if i in n.attrs["axes"] else d for i, d in enumerate(x.shape)))
+    return [g * ones(x.shape)]
+
+
+register("sum", _sum_infer, _sum_fn, vjp=_sum_vjp,
+         jvp=lambda ts, n: apply("sum", ts[0], axes=n.attrs["axes"]))
+
+
+def _reshape_infer(ops, a):
+    if int(np.prod(a["shape"], dtype=np.int64)) != ops[0].size:
+        raise ScalyShapeError(f"cannot reshape an expression of shape {ops[0].shape} "
+                              f"to {a['shape']}: the sizes differ")
+    return TensorType(a["shape"], ops[0].dtype)
+
+
+register("reshape", _reshape_infer, lambda x, shape: tnp.reshape(x, shape),
+         vjp=lambda g, n: [reshape(g, n.operands[0].shape)],
+         jvp=lambda ts, n: reshape(ts[0], n.attrs["shape"]))
+
+
+def _gather_infer(ops, a):
+    idx, size = a["indices"], ops[0].size
+    if len(idx) != int(np.prod(a["shape"], dtype=np.int64)):
+        raise ScalyShapeError(f"gather: {len(idx)} indices for shape {a['shape']}")
+    if idx and (min(idx) < 0 or max(idx) >= size):
+        raise IndexError(f"gather: index out of range for an expression of {size} elements")
+    return TensorType(a["shape"], ops[0].dtype)
+
+
+def _flat_take(x, idx):
+    flat = tnp.reshape(x, (-1,))
+    n = len(idx)
+    if n and idx == tuple(range(idx[0], idx[0] + n)):
+        return flat[idx[0]:idx[0] + n]
+    return flat[np.asarray(idx, dtype=np.int64)]
+
+
+def _gather_fn(x, indices, shape):
+    if shape == ():
+        if np.ndim(x) == 0:
+            return x
+        return tnp.reshape(x, (-1,))[indices[0]]
+    return tnp.reshape(_flat_take(x, indices), shape)
+
+
+def _scatter_fn(g, indices, shape):
+    size = int(np.prod(shape, dtype=np.int64))
+    out = tnp.at(np.zeros(size))[np.asarray(indices, dtype=np.int64)].add(
+        tnp.reshape(g, (-1,)))
+    return tnp.reshape(out, shape)
+
+
+register("gather", _gather_infer, _gather_fn,
+         vjp=lambda g, n: [scatter(g, n.attrs["indices"], n.operands[0].shape)],
+         jvp=lambda ts, n: gather(ts[0], n.attrs["indices"], n.attrs["shape"]))
+register("scatter", lambda ops, a: TensorType(a["shape"], ops[0].dtype), _scatter_fn,
+         vjp=lambda g, n: [gather(g, n.attrs["indices"], n.operands[0].shape)],
+         jvp=lambda ts, n: scatter(ts[0], n.attrs["indices"], n.attrs["shape"]))
+
+
+def _stack_infer(ops, a):
+    shapes = {o.shape for o in ops}
+    if len(shapes) != 1:
+        raise ScalyShapeError(f"sc.stack: every expression must have the same shape, got "
+                              f"{[o.shape for o in ops]}")
+    shape = list(ops[0].shape)
+    shape.insert(a["axis"], len(ops))
+    return TensorType(tuple(shape), np.result_type(*(o.dtype for o in ops)))
+
+
+def _stack_positions(n):
+    """Flat output positions of each stacked operand."""
+    positions = np.arange(n.size, dtype=np.int64).reshape(n.shape)
+    return [np.take(positions, k, axis=n.attrs["axis"]) for k in range(len(n.operands))]
+
+
+def _stack_jvp(ts, n):
+    if all(t is None for t in ts):
+        return None
+    parts = [const(np.zeros(o.shape)) if t is None else t for t, o in zip(ts, n.operands)]
+    return apply("stack", *parts, axis=n.attrs["axis"])
+
+
+register("stack", _stack_infer, lambda *xs, axis: tnp.stack(list(xs), axis=axis),
+         vjp=lambda g, n: [gather(g, p, o.shape)
+                           for p, o in zip(_stack_positions(n), n.operands)],
+         jvp=_stack_jvp)
