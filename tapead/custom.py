@@ -113,13 +113,8 @@ class custom_jvp:
     def __call__(self, *args):
         if self.jvp_rule is None:
             raise MissingRuleError(f"custom_jvp function {self.__name__} has no rule yet: "
-                                   "decorate one with @{name}.defjvp")
-        leaves, treedef = tree_flatten(args)
-        if not any(isinstance(x, Box) for x in leaves):
-            return self.fun(*args)
-        info: dict = {}
-        flat = _core.bind(self.prim, *leaves, treedef=treedef, info=info, cache={})
-        return _restore(flat, info)
+                                   f"decorate one with @{self.__name__}.defjvp")
+        return _call_custom(self, args)
 
 
 class custom_vjp:
@@ -179,13 +174,18 @@ class custom_vjp:
     def __call__(self, *args):
         if self.fwd is None:
             raise MissingRuleError(f"custom_vjp function {self.__name__} has no rule yet: "
-                                   "call .defvjp(fwd, bwd)")
-        leaves, treedef = tree_flatten(args)
-        if not any(isinstance(x, Box) for x in leaves):
-            return self.fun(*args)
-        info: dict = {}
-        flat = _core.bind(self.prim, *leaves, treedef=treedef, info=info, cache={})
-        return _restore(flat, info)
+                                   f"call {self.__name__}.defvjp(fwd, bwd)")
+        return _call_custom(self, args)
+
+
+def _call_custom(custom, args):
+    """Plain arguments: the function itself; traced ones: one primitive node."""
+    leaves, treedef = tree_flatten(args)
+    if not any(isinstance(x, Box) for x in leaves):
+        return custom.fun(*args)
+    info: dict = {}
+    flat = _core.bind(custom.prim, *leaves, treedef=treedef, info=info, cache={})
+    return _restore(flat, info)
 
 
 def _restore_cotangent(g, info):

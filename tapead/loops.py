@@ -79,14 +79,8 @@ def _guarded_bind(prim, leaves, params, what):
 # checkpoint(f)
 # ---------------------------------------------------------------------------
 
-def _ckpt_call(f, treedef, leaves):
-    from tapead.transforms import vjp  # noqa: F401  (layering: transforms above)
-    out = f(*tree_unflatten(treedef, list(leaves)))
-    return out
-
-
 def _ckpt_impl(*leaves, f, treedef, out_info, cache):
-    out = _ckpt_call(f, treedef, leaves)
+    out = f(*tree_unflatten(treedef, list(leaves)))
     o_leaves, o_tree = tree_flatten(out)
     out_info["tree"] = o_tree
     out_info["shapes"] = _shapes(o_leaves)

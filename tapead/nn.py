@@ -5,7 +5,7 @@ backward pass), so the tape of an MLP holds exactly what seed 004 counts.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, Sequence
 
 import numpy as np
 

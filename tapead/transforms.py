@@ -7,7 +7,7 @@ runs the user's Python function eagerly and reads the derivative off.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence, Tuple, Union
+from typing import Callable, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -316,9 +316,13 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
 # Jacobians and Hessians
 # ---------------------------------------------------------------------------
 
-def _single_array_arg(args, argnums, name):
-    nums, single = _argnums(argnums, len(args))
-    return nums, single
+def _per_argument(blocks, in_leaves, in_trees, single):
+    """Regroup flat per-leaf blocks into the structure of the differentiated arguments."""
+    per_arg, k = [], 0
+    for leaves, td in zip(in_leaves, in_trees):
+        per_arg.append(tree_unflatten(td, blocks[k:k + len(leaves)]))
+        k += len(leaves)
+    return per_arg[0] if single else tuple(per_arg)
 
 
 def jacfwd(f: Callable, argnums: ArgNums = 0) -> Callable:
@@ -359,11 +363,7 @@ def jacfwd(f: Callable, argnums: ArgNums = 0) -> Callable:
                 blk = np.moveaxis(t[off:off + m], 0, -1).reshape(oshape + np.shape(xin))
                 blocks.append(blk)
                 off += m
-            per_arg, k = [], 0
-            for leaves, td in zip(in_leaves, in_trees):
-                per_arg.append(tree_unflatten(td, blocks[k:k + len(leaves)]))
-                k += len(leaves)
-            jac_leaves.append(per_arg[0] if single else tuple(per_arg))
+            jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
         return tree_unflatten(out_tree, jac_leaves)
     return jac_f
 
@@ -404,11 +404,7 @@ def jacrev(f: Callable, argnums: ArgNums = 0) -> Callable:
                     blk = (np.stack([np.asarray(r[k]) for r in rows]).reshape(oshape + ishape)
                            if rows else np.zeros(oshape + ishape, dtype=dt))
                 blocks.append(blk)
-            per_arg, k = [], 0
-            for leaves, td in zip(in_leaves, in_trees):
-                per_arg.append(tree_unflatten(td, blocks[k:k + len(leaves)]))
-                k += len(leaves)
-            jac_leaves.append(per_arg[0] if single else tuple(per_arg))
+            jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
         return tree_unflatten(out_tree, jac_leaves)
     return jac_f
 
