@@ -326,3 +326,52 @@ def test_declaration_errors():
             return x * z
     with pytest.raises(sc.ScalyShapeError, match="broadcast"):
         sc.sym("a", 2) + sc.sym("b", 3)
+
+
+def test_calls_on_symbols_and_forward_with_arg_style():
+    f = seed_stack_function()
+    x = sc.sym("x", 3)
+    assert f(x) is f.outputs[0]            # inlining onto its own inputs is the identity
+    y = f(x * 2.0)
+    assert isinstance(y, sc.Expr) and y.shape == (3,)
+
+    @sc.function(sc.arg("x", ()), sc.arg("a", ()))
+    def newton(x, a):
+        return 0.5 * (x + a / x)
+
+    fwd = sc.forward(newton, "out", "a")
+    assert fwd.input_names == ["x", "a", "seed_a"] and fwd.name == "newton_fwd_out_a"
+    assert fwd(2.0, 3.0, 4.0) == pytest.approx(0.5 / 2.0 * 4.0, rel=1e-15)
+
+
+def test_int_inputs_and_bool_outputs_replay():
+    @sc.function(sc.arg("x", 3), sc.arg("k", sc.TensorType((), sc.dtypes.int64)))
+    def f(x, k):
+        return (x * k).sum(), x > 0.5
+
+    total, mask = f(np.array([1.0, 2.0, 0.0]), 3)
+    assert total == 9.0 and mask.tolist() == [True, True, False]
+    total, mask = f(np.array([0.0, 2.0, 1.0]), 2)
+    assert total == 6.0 and mask.tolist() == [False, True, True]
+    np.testing.assert_array_equal(sc.gradient(f, "out0", "x")(np.zeros(3), 3), [3, 3, 3])
+    with pytest.raises(sc.LayoutError, match="int64, which has no derivative"):
+        sc.gradient(f, "out0", "k")
+
+
+def test_deep_chain_needs_no_recursion():
+    depth = 3000
+
+    @sc.function(sc.arg("x", ()))
+    def chain(x):
+        for _ in range(depth):
+            x = (x * 0.999).sin() + 0.001
+        return x
+
+    def chain_ta(x):
+        for _ in range(depth):
+            x = tnp.sin(x * 0.999) + 0.001
+        return x
+
+    g = sc.gradient(chain, "out", "x")
+    assert g(0.5) == pytest.approx(ta.grad(chain_ta)(0.5), rel=1e-12)
+    assert sc.render_expr_assembly(g).count("\n") > depth
