@@ -47,6 +47,9 @@ def total(terms) -> Optional[object]:
 # ---------------------------------------------------------------------------
 
 def _broadcast(operands, op):
+    first = operands[0].shape
+    if all(o.shape == first for o in operands):
+        return first
     try:
         return np.broadcast_shapes(*(o.shape for o in operands))
     except ValueError:
@@ -57,7 +60,9 @@ def _broadcast(operands, op):
 
 def _arith(op, floating=False):
     def infer(operands, attrs):
-        dt = np.result_type(*(o.dtype for o in operands))
+        dt = operands[0].dtype
+        if any(o.dtype != dt for o in operands):
+            dt = np.result_type(*(o.dtype for o in operands))
         if floating or dt == np.bool_:
             dt = dtypes.float64
         return TensorType(_broadcast(operands, op), dt)

@@ -14,8 +14,14 @@ _DTYPE_NAMES = {np.dtype(np.float64): "float64", np.dtype(np.int64): "int64",
                 np.dtype(np.bool_): "bool"}
 
 
+_CANONICAL = {dt: dt for dt in (dtypes.float64, dtypes.int64, dtypes.bool_)}
+
+
 def normalize_dtype(dtype) -> np.dtype:
     """The canonical dtype among float64, int64 and bool for ``dtype``."""
+    known = _CANONICAL.get(dtype) if isinstance(dtype, np.dtype) else None
+    if known is not None:
+        return known
     dt = np.dtype(dtype)
     if dt == np.bool_:
         return dtypes.bool_
@@ -28,6 +34,8 @@ def normalize_dtype(dtype) -> np.dtype:
 
 def normalize_shape(shape) -> Tuple[int, ...]:
     """``()``, an int ``n`` or a tuple of ints, as a tuple."""
+    if type(shape) is tuple and all(type(s) is int and s >= 0 for s in shape):
+        return shape
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
     try:
