@@ -13,7 +13,7 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
-from tapead._prims import contract, indexing, linalg, reductions, shape, sorting, special
+from tapead._prims import contract, indexing, linalg, misc, reductions, shape, sorting, special
 from tapead._prims.base import Primitive, ShapeOnly
 from tapead.errors import NonDifferentiableError
 
@@ -22,7 +22,7 @@ __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
 
 #: the primitive families; each module exports NUMPY_FUNCTIONS (numpy function ->
 #: tapead implementation, for NEP 18 dispatch) and optionally TRACER_METHODS
-FAMILIES = [ew, reductions, shape, indexing, linalg, sorting, special, contract]
+FAMILIES = [ew, reductions, shape, indexing, linalg, sorting, special, contract, misc]
 
 UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul

@@ -1,0 +1,699 @@
+"""Common numpy functions that are not a family of their own.
+
+* **Piecewise-constant** functions (``floor``, ``ceil``, ``rint``, ``trunc``,
+  ``fix``, ``round``, ``heaviside``) are primitives whose derivative is zero:
+  their VJP and JVP rules return ``None``, so no cotangent or tangent flows,
+  while a recorded tape still recomputes them on replay.
+* **Constants from shapes** (``zeros_like``...) return plain arrays of the
+  traced value's shape and dtype; ``full_like`` with a traced fill value is
+  differentiable in it.
+* **Compositions** of differentiable functions (``remainder``, ``diff``,
+  ``interp``, ``median``, ``sinc``, ``convolve``...): every order of
+  derivative comes for free.  Decisions taken on concrete values (an
+  interpolation segment, a NaN mask, where ``sinc`` meets 0) are recorded as
+  guards, so replaying a tape at inputs where they differ raises
+  ``GuardFlippedError`` instead of returning stale values.
+* **Predicates** (``isclose``, ``allclose``, ``array_equal``, ``isnan``...)
+  and ``searchsorted`` return plain numpy values computed from the concrete
+  values (``searchsorted`` guards its result like ``argmax``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tapead._core import Box, bind, concrete, guard_value, shape_of
+from tapead._prims import elementwise as ew
+from tapead._prims.base import Primitive
+from tapead._prims.elementwise import absolute, sin, unbroadcast, where
+from tapead._prims.reductions import max as _max, mean as _mean, min as _min, sum as _sum
+from tapead._prims.shape import (broadcast_to, concatenate, expand_dims, moveaxis, reshape,
+                                 stack)
+from tapead._prims.sorting import sort
+from tapead.errors import NonDifferentiableError
+
+_NO = np._NoValue
+
+
+def _box(*xs) -> bool:
+    return any(isinstance(x, Box) for x in xs)
+
+
+def _plain(x):
+    """The concrete value of a box, or ``x`` itself."""
+    return concrete(x) if isinstance(x, Box) else x
+
+
+def _along(axis, ndim, index):
+    """An index tuple selecting ``index`` along ``axis``."""
+    return (slice(None),) * (axis % ndim) + (index,)
+
+
+# ---------------------------------------------------------------------------
+# piecewise-constant functions: derivative zero, recomputed on replay
+# ---------------------------------------------------------------------------
+
+def _no_tangent(tans, ans, vals, params, K):
+    return None
+
+
+def _zero_derivative(name, npfunc, ufunc=None):
+    """A one-argument primitive with derivative zero (VJP/JVP return None)."""
+    prim = Primitive(name, npfunc, saves=())
+    prim.defvjp(lambda g, ans, x, **p: None)
+    prim.defjvp(lambda t, ans, x, **p: None)
+    prim.jvp_batched = _no_tangent
+
+    def func(x, **params):
+        if isinstance(x, Box):
+            return bind(prim, x, **params)
+        return npfunc(x, **params)
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = (f"``np.{name}``; on traced values its derivative is zero (it is "
+                    "piecewise constant) and a recorded tape recomputes it on replay.")
+    func.prim = prim
+    if ufunc is not None:
+        ew.UFUNCS[ufunc] = func
+    return func
+
+
+floor = _zero_derivative("floor", np.floor, np.floor)
+ceil = _zero_derivative("ceil", np.ceil, np.ceil)
+rint = _zero_derivative("rint", np.rint, np.rint)
+trunc = _zero_derivative("trunc", np.trunc, np.trunc)
+_fix = _zero_derivative("fix", np.fix)
+_round = _zero_derivative("round", np.round)
+_copysign_one = _zero_derivative("copysign_one", lambda y: np.copysign(1.0, y))
+
+
+def fix(x, out=None):
+    """``np.fix`` (round towards zero); derivative zero."""
+    if out is not None:
+        if _box(x):
+            raise TypeError("np.fix(..., out=...) cannot write a traced value into an "
+                            "array; assign the result instead")
+        return np.fix(x, out=out)
+    return _fix(x)
+
+
+def round(a, decimals=0, out=None):  # noqa: A001
+    """``np.round`` / ``np.around`` (half to even); derivative zero."""
+    if not _box(a):
+        return np.round(a, decimals=decimals, out=out)
+    if out is not None:
+        raise TypeError("np.round(..., out=...) cannot write a traced value into an "
+                        "array; assign the result instead")
+    return _round(a, decimals=int(decimals))
+
+
+around = round
+
+
+# heaviside(x, h0): zero derivative in x; h0 where x == 0 (as JAX's where-based rule)
+def _at_zero(x, like):
+    return concrete(x) == 0
+
+
+heaviside_p = Primitive("heaviside", np.heaviside, saves=(0,))
+heaviside_p.defvjp(lambda g, ans, x, h0: None,
+                   lambda g, ans, x, h0: unbroadcast(h0, where(_at_zero(x, g), g, 0.0 * g)))
+heaviside_p.defjvp(lambda t, ans, x, h0: None,
+                   lambda t, ans, x, h0: broadcast_to(where(_at_zero(x, t), t, 0.0 * t),
+                                                      np.shape(ans)))
+
+
+def _heaviside_batched(tans, ans, vals, params, K):
+    t = tans[1]
+    if t is None:
+        return None
+    shape = (K,) + np.shape(ans)
+    t = np.reshape(t, (K,) + (1,) * (len(shape) - 1 - np.ndim(vals[1])) + np.shape(vals[1]))
+    return np.broadcast_to(where(_at_zero(vals[0], t), t, 0.0 * t), shape)
+
+
+heaviside_p.jvp_batched = _heaviside_batched
+
+
+def heaviside(x, h0):
+    """``np.heaviside``: zero derivative in ``x``; the derivative in ``h0`` is 1
+    where ``x == 0``."""
+    if _box(x, h0):
+        return bind(heaviside_p, x, h0)
+    return np.heaviside(x, h0)
+
+
+ew.UFUNCS[np.heaviside] = heaviside
+
+
+# ---------------------------------------------------------------------------
+# constants from shapes
+# ---------------------------------------------------------------------------
+
+def zeros_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
+    """``np.zeros_like`` of the value: a plain array (no derivative)."""
+    return np.zeros_like(_plain(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
+
+
+def ones_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
+    """``np.ones_like`` of the value: a plain array (no derivative)."""
+    return np.ones_like(_plain(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
+
+
+def empty_like(prototype, dtype=None, order="K", subok=True, shape=None, **kw):
+    """``np.empty_like`` of the value: a plain array (no derivative)."""
+    return np.empty_like(_plain(prototype), dtype=dtype, order=order, subok=subok,
+                         shape=shape, **kw)
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
+    """``np.full_like``; a traced ``fill_value`` is broadcast (differentiably)."""
+    if not isinstance(fill_value, Box):
+        return np.full_like(_plain(a), fill_value, dtype=dtype, order=order, subok=subok,
+                            shape=shape, **kw)
+    base = np.zeros_like(_plain(a), dtype=dtype, shape=shape)
+    return broadcast_to(fill_value + base, np.shape(base))
+
+
+# ---------------------------------------------------------------------------
+# elementwise compositions
+# ---------------------------------------------------------------------------
+
+def remainder(x, y):
+    """``np.remainder`` / ``np.mod`` as ``x - floor(x / y) * y`` (sign of ``y``)."""
+    if not _box(x, y):
+        return np.remainder(x, y)
+    return x - floor(x / y) * y
+
+
+mod = remainder
+
+
+def fmod(x, y):
+    """``np.fmod`` as ``x - trunc(x / y) * y`` (sign of ``x``)."""
+    if not _box(x, y):
+        return np.fmod(x, y)
+    return x - trunc(x / y) * y
+
+
+def copysign(x, y):
+    """``np.copysign``: ``|x|`` with the sign of ``y``; no derivative in ``y``."""
+    if not _box(x, y):
+        return np.copysign(x, y)
+    return absolute(x) * _copysign_one(y)
+
+
+_DEG = math.pi / 180.0
+_RAD = 180.0 / math.pi
+
+
+def deg2rad(x):
+    """``np.deg2rad`` / ``np.radians``."""
+    return x * _DEG if isinstance(x, Box) else np.deg2rad(x)
+
+
+def rad2deg(x):
+    """``np.rad2deg`` / ``np.degrees``."""
+    return x * _RAD if isinstance(x, Box) else np.rad2deg(x)
+
+
+radians = deg2rad
+degrees = rad2deg
+
+
+_SINC_SERIES_BELOW = 0.01     # |pi x| below this: the Maclaurin series
+
+
+def sinc(x):
+    """``np.sinc``: ``sin(pi x) / (pi x)``, 1 at 0.
+
+    Where ``|pi x| < 0.01`` the value is the Maclaurin series ``1 - u^2/6 +
+    u^4/120 - u^6/5040`` (``u = pi x``; truncation below 1e-21), so the
+    derivative at 0 is 0, the second -pi^2/3, and derivatives near 0 do not
+    suffer the cancellation of ``(u cos u - sin u) / u^2``.  Which points take
+    the series is decided on the concrete values and guarded for replay.
+    """
+    if not isinstance(x, Box):
+        return np.sinc(x)
+
+    def near_zero(v):
+        return np.abs(np.asarray(concrete(v))) * math.pi < _SINC_SERIES_BELOW
+
+    small = near_zero(x)
+    guard_value(x, near_zero, small, "where sinc takes its series near 0")
+    u = x * math.pi
+    if not small.any():
+        return sin(u) / u
+    u2 = u * u
+    series = 1.0 + u2 * (-1.0 / 6.0 + u2 * (1.0 / 120.0 - u2 * (1.0 / 5040.0)))
+    if small.all():
+        return series
+    safe = where(small, 1.0, u)
+    return where(small, series, sin(safe) / safe)
+
+
+UFUNCS = {np.remainder: remainder, np.fmod: fmod, np.copysign: copysign,
+          np.deg2rad: deg2rad, np.rad2deg: rad2deg}
+ew.UFUNCS.update(UFUNCS)
+
+
+# ---------------------------------------------------------------------------
+# differences, averages, ranges, products
+# ---------------------------------------------------------------------------
+
+def _edge(v, a, axis):
+    """A prepend/append value broadcast to ``a``'s shape with length-1 ``axis``."""
+    shape = list(shape_of(a))
+    if np.ndim(_plain(v)) == 0:
+        shape[axis] = 1
+        return broadcast_to(v, tuple(shape)) if isinstance(v, Box) else \
+            np.broadcast_to(v, tuple(shape))
+    return v
+
+
+def diff(a, n=1, axis=-1, prepend=_NO, append=_NO):
+    """``np.diff`` by slices: ``a[1:] - a[:-1]`` along ``axis``, ``n`` times."""
+    if not _box(a, prepend, append):
+        kw = {k: v for k, v in (("prepend", prepend), ("append", append)) if v is not _NO}
+        return np.diff(a, n=n, axis=axis, **kw)
+    if n < 0:
+        raise ValueError(f"order must be non-negative but got {n}")
+    nd = len(shape_of(a))
+    if nd == 0:
+        raise ValueError("diff requires input that is at least one dimensional")
+    axis = axis % nd
+    parts = ([_edge(prepend, a, axis)] if prepend is not _NO else []) + [a] + \
+        ([_edge(append, a, axis)] if append is not _NO else [])
+    if len(parts) > 1:
+        a = concatenate(parts, axis=axis)
+    for _ in range(n):
+        a = a[_along(axis, nd, slice(1, None))] - a[_along(axis, nd, slice(None, -1))]
+    return a
+
+
+def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
+    """``np.average``, differentiable in ``a`` and ``weights``."""
+    if not _box(a, weights):
+        kw = {} if keepdims is _NO else {"keepdims": keepdims}
+        return np.average(a, axis=axis, weights=weights, returned=returned, **kw)
+    keep = bool(keepdims) if keepdims is not _NO else False
+    if weights is None:
+        avg = _mean(a, axis=axis, keepdims=keep)
+        scl = np.broadcast_to(np.asarray(np.size(_plain(a)) / max(np.size(_plain(avg)), 1),
+                                         np.result_type(_plain(avg))), shape_of(avg))
+    else:
+        ashape, wshape = shape_of(a), shape_of(weights)
+        if ashape != wshape:
+            if axis is None:
+                raise TypeError("average: axis must be given when a and weights differ "
+                                "in shape")
+            if len(wshape) != 1 or not isinstance(axis, (int, np.integer)):
+                raise TypeError("average: 1-d weights need an integer axis")
+            if wshape[0] != ashape[axis]:
+                raise ValueError("Length of weights not compatible with specified axis.")
+            shape = [1] * len(ashape)
+            shape[axis % len(ashape)] = wshape[0]
+            weights = reshape(weights, tuple(shape)) if isinstance(weights, Box) else \
+                np.reshape(weights, tuple(shape))
+        scl = _sum(weights, axis=axis, keepdims=keep)
+        if np.any(np.asarray(concrete(scl)) == 0):
+            raise ZeroDivisionError("Weights sum to zero, can't be normalized")
+        avg = _sum(a * weights, axis=axis, keepdims=keep) / scl
+    if returned:
+        if shape_of(scl) != shape_of(avg):
+            scl = broadcast_to(scl, shape_of(avg)) if isinstance(scl, Box) else \
+                np.broadcast_to(scl, shape_of(avg))
+        return avg, scl
+    return avg
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, **kw):
+    """``np.linspace`` with traced ``start``/``stop`` (scalars or arrays)."""
+    if not _box(start, stop):
+        return np.linspace(start, stop, num=num, endpoint=endpoint, retstep=retstep,
+                           dtype=dtype, axis=axis, **kw)
+    num = int(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    dt = np.result_type(_plain(start), _plain(stop), 1.0)
+    if dtype is not None and np.dtype(dtype) != dt:
+        raise TypeError(f"linspace(..., dtype={np.dtype(dtype)}) on traced values of dtype "
+                        f"{dt}: a traced value cannot change dtype; drop dtype=")
+    div = num - 1 if endpoint else num
+    delta = stop - start
+    nd = len(shape_of(delta))
+    y = np.arange(0, num, dtype=dt).reshape((-1,) + (1,) * nd)
+    if div > 0:
+        step = delta / float(div)
+        y = y * step + start
+    else:
+        step = np.nan
+        y = y * delta + start
+    if endpoint and num > 1:
+        last = broadcast_to(stop + np.zeros(shape_of(delta), dt), shape_of(delta))
+        y = concatenate([y[:-1], expand_dims(last, 0)], axis=0)
+    if axis != 0:
+        y = moveaxis(y, 0, axis)
+    return (y, step) if retstep else y
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """``np.cross`` of 3-vectors along the last axis (broadcasting the rest)."""
+    if not _box(a, b):
+        return np.cross(a, b, axisa=axisa, axisb=axisb, axisc=axisc, axis=axis)
+    if axis not in (None, -1) or (axisa, axisb, axisc) != (-1, -1, -1):
+        raise TypeError("cross on traced values supports 3-vectors on the last axis "
+                        "only; move the axis there first (np.moveaxis)")
+    if shape_of(a)[-1:] != (3,) or shape_of(b)[-1:] != (3,):
+        raise ValueError("cross on traced values needs 3-vectors on the last axis, got "
+                         f"shapes {shape_of(a)} and {shape_of(b)}")
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+
+
+def polyval(p, x):
+    """``np.polyval`` by Horner's rule (as numpy: ``y = y * x + p[k]``)."""
+    if not _box(p, x):
+        return np.polyval(p, x)
+    if not isinstance(p, Box):
+        p = np.asarray(p)
+    y = np.zeros_like(np.asarray(_plain(x)), dtype=np.result_type(_plain(x), _plain(p)))
+    for k in range(shape_of(p)[0]):
+        y = y * x + p[k]
+    return y
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """``np.interp``, differentiable in ``x``, ``fp``, ``left`` and ``right``.
+
+    ``xp`` is constant (pass a plain array; ``xp.value`` of a traced one).  The
+    segment of each point is found on the concrete values (as ``jnp.interp``:
+    a point on an interior knot takes the slope of the segment to its right)
+    and guarded, so a replay that moves a point to another segment raises.
+    """
+    if not _box(x, xp, fp, left, right):
+        return np.interp(x, xp, fp, left=left, right=right, period=period)
+    if isinstance(xp, Box):
+        raise NonDifferentiableError(
+            "interp: tapead has no derivative with respect to xp (the sample "
+            "positions); pass them as a plain array (xp.value), or write the "
+            "interpolation with tapead functions")
+    if period is not None:
+        raise TypeError("interp(..., period=...) is not supported on traced values")
+    xp = np.asarray(xp)
+    if xp.ndim != 1 or shape_of(fp) != xp.shape:
+        raise ValueError("interp: xp and fp must be 1-d sequences of the same length")
+
+    def segment(v):
+        return np.clip(np.searchsorted(xp, np.asarray(concrete(v)), side="right"),
+                       1, len(xp) - 1)
+
+    i = segment(x)
+    guard_value(x, lambda v: (segment(v), np.asarray(concrete(v)) < xp[0],
+                              np.asarray(concrete(v)) > xp[-1]),
+                (i, np.asarray(concrete(x)) < xp[0], np.asarray(concrete(x)) > xp[-1]),
+                "an interp segment")
+    dx = xp[i] - xp[i - 1]
+    flat = np.abs(dx) <= np.spacing(np.finfo(xp.dtype if xp.dtype.kind == "f"
+                                             else np.float64).eps)
+    f0 = fp[i - 1]
+    slope = (fp[i] - f0) / np.where(flat, 1.0, dx)
+    y = f0 + (x - xp[i - 1]) * slope
+    if flat.any():
+        y = where(flat, f0, y)
+    xc = np.asarray(concrete(x))
+    lo, hi = xc < xp[0], xc > xp[-1]
+    if lo.any():
+        y = where(lo, fp[0] if left is None else left, y)
+    if hi.any():
+        y = where(hi, fp[-1] if right is None else right, y)
+    return y
+
+
+# ---------------------------------------------------------------------------
+# median and the NaN-ignoring reductions
+# ---------------------------------------------------------------------------
+
+def _flatten_axes(a, axis):
+    """(array, axis): ``axis`` None or a tuple collapsed to one trailing axis."""
+    nd = len(shape_of(a))
+    if axis is None:
+        return reshape(a, (-1,)), 0
+    if isinstance(axis, (tuple, list)):
+        axes = sorted(int(ax) % nd for ax in axis)
+        rest = [k for k in range(nd) if k not in axes]
+        a = moveaxis(a, axes, list(range(nd - len(axes), nd)))
+        return reshape(a, tuple(shape_of(a)[:len(rest)]) + (-1,)), len(rest)
+    return a, int(axis) % nd
+
+
+def _keep(y, shape, axis):
+    """Restore reduced axes as length 1 (keepdims=True)."""
+    nd = len(shape)
+    axes = range(nd) if axis is None else (
+        [int(ax) % nd for ax in axis] if isinstance(axis, (tuple, list)) else [int(axis) % nd])
+    kept = tuple(1 if k in axes else n for k, n in enumerate(shape))
+    return reshape(y, kept)
+
+
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """``np.median`` by a (differentiable) sort: the middle element, or the mean of
+    the two middle ones for an even length (each gets half the derivative)."""
+    if not isinstance(a, Box):
+        return np.median(a, axis=axis, out=out, overwrite_input=overwrite_input,
+                         keepdims=keepdims)
+    if out is not None:
+        raise TypeError("np.median(..., out=...) cannot write a traced value into an "
+                        "array; assign the result instead")
+    shape = shape_of(a)
+    s, ax = _flatten_axes(a, axis)
+    n = shape_of(s)[ax]
+    if n == 0:
+        raise ValueError("median of an empty array")
+    s = sort(s, axis=ax)
+    nd = len(shape_of(s))
+    if n % 2:
+        y = s[_along(ax, nd, n // 2)]
+    else:
+        y = (s[_along(ax, nd, n // 2 - 1)] + s[_along(ax, nd, n // 2)]) * 0.5
+    return _keep(y, shape, axis) if keepdims else y
+
+
+def _nan_mask(a, what):
+    mask = np.isnan(np.asarray(concrete(a)))
+    guard_value(a, lambda v: np.isnan(np.asarray(concrete(v))), mask, f"the NaNs of a {what}")
+    return mask
+
+
+def _nan_reject(name, **kw):
+    bad = sorted(k for k, v in kw.items() if v is not None and v is not _NO)
+    if bad:
+        raise TypeError(f"{name}({', '.join(k + '=...' for k in bad)}) is not supported on "
+                        "traced values")
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
+    """``np.nansum``: NaNs count as zero (and get no derivative)."""
+    if not isinstance(a, Box):
+        kw = {k: v for k, v in (("keepdims", keepdims), ("initial", initial),
+                                ("where", where)) if v is not _NO}
+        return np.nansum(a, axis=axis, dtype=dtype, out=out, **kw)
+    _nan_reject("nansum", dtype=dtype, out=out, initial=initial, where=where)
+    keep = keepdims is not _NO and bool(keepdims)
+    mask = _nan_mask(a, "nansum")
+    return _sum(ew.where(mask, 0.0, a) if mask.any() else a, axis=axis, keepdims=keep)
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=_NO, *, where=_NO):
+    """``np.nanmean``: the mean of the non-NaN entries."""
+    if not isinstance(a, Box):
+        kw = {k: v for k, v in (("keepdims", keepdims), ("where", where)) if v is not _NO}
+        return np.nanmean(a, axis=axis, dtype=dtype, out=out, **kw)
+    _nan_reject("nanmean", dtype=dtype, out=out, where=where)
+    keep = keepdims is not _NO and bool(keepdims)
+    mask = _nan_mask(a, "nanmean")
+    if not mask.any():
+        return _mean(a, axis=axis, keepdims=keep)
+    count = np.sum(~mask, axis=axis, keepdims=keep)
+    dt = np.result_type(concrete(a))
+    return _sum(ew.where(mask, 0.0, a), axis=axis, keepdims=keep) / count.astype(dt)
+
+
+def _nan_extremum(name, npfunc, reduce, fill):
+    def func(a, axis=None, out=None, keepdims=_NO, initial=_NO, where=_NO):
+        if not isinstance(a, Box):
+            kw = {k: v for k, v in (("keepdims", keepdims), ("initial", initial),
+                                    ("where", where)) if v is not _NO}
+            return npfunc(a, axis=axis, out=out, **kw)
+        _nan_reject(name, out=out, initial=initial, where=where)
+        keep = keepdims is not _NO and bool(keepdims)
+        mask = _nan_mask(a, name)
+        if not mask.any():
+            return reduce(a, axis=axis, keepdims=keep)
+        if np.any(np.all(mask, axis=axis)):
+            raise ValueError(f"{name}: an all-NaN slice has no extremum to differentiate")
+        return reduce(ew.where(mask, fill, a), axis=axis, keepdims=keep)
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = f"``np.{name}``: NaNs are ignored (ties share the derivative)."
+    return func
+
+
+nanmax = _nan_extremum("nanmax", np.nanmax, _max, -np.inf)
+nanmin = _nan_extremum("nanmin", np.nanmin, _min, np.inf)
+
+
+# ---------------------------------------------------------------------------
+# grids and convolution
+# ---------------------------------------------------------------------------
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    """``np.meshgrid`` (``indexing`` 'xy' or 'ij', ``sparse``) of traced vectors."""
+    if not _box(*xi):
+        return np.meshgrid(*xi, copy=copy, sparse=sparse, indexing=indexing)
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    nd = len(xi)
+    s0 = (1,) * nd
+    shapes = [s0[:i] + (-1,) + s0[i + 1:] for i in range(nd)]
+    if indexing == "xy" and nd > 1:
+        shapes[0] = (1, -1) + s0[2:]
+        shapes[1] = (-1, 1) + s0[2:]
+    out = [reshape(x, s) if isinstance(x, Box) else np.reshape(np.asarray(x), s)
+           for x, s in zip(xi, shapes)]
+    if not sparse:
+        full = np.broadcast_shapes(*[shape_of(o) for o in out])
+        out = [broadcast_to(o, full) if isinstance(o, Box) else np.broadcast_to(o, full)
+               for o in out]
+    return tuple(o if isinstance(o, Box) or not copy else np.array(o) for o in out)
+
+
+def convolve(a, v, mode="full"):
+    """``np.convolve`` of 1-d sequences (modes 'full', 'same', 'valid').
+
+    The full convolution is a gather of the zero-padded longer sequence by a
+    constant Toeplitz index, times the shorter one: ``out[k] = sum_j
+    a[k - j] v[j]``; 'same' and 'valid' slice it as numpy does.
+    """
+    if not _box(a, v):
+        return np.convolve(a, v, mode=mode)
+    from tapead._prims.linalg import matmul
+    if mode not in ("full", "same", "valid"):
+        raise ValueError(f"mode must be one of 'full', 'same', or 'valid' (got {mode!r})")
+    if len(shape_of(a)) != 1 or len(shape_of(v)) != 1:
+        raise ValueError("convolve on traced values needs 1-d sequences, got shapes "
+                         f"{shape_of(a)} and {shape_of(v)}")
+    n, m = shape_of(a)[0], shape_of(v)[0]
+    if n == 0:
+        raise ValueError("a cannot be empty")
+    if m == 0:
+        raise ValueError("v cannot be empty")
+    if m > n:                                  # convolution commutes: pad the longer one
+        a, v, n, m = v, a, m, n
+    dt = np.result_type(_plain(a), _plain(v))
+    if m > 1:
+        pad = np.zeros(m - 1, dt)
+        a = concatenate([pad, a, pad]) if isinstance(a, Box) else np.concatenate([pad, a, pad])
+    toeplitz = np.arange(n + m - 1)[:, None] - np.arange(m)[None, :] + (m - 1)
+    full = matmul(a[toeplitz], v)
+    if mode == "full":
+        return full
+    if mode == "same":
+        start = (m - 1) // 2
+        return full[start:start + n]
+    return full[m - 1:n]
+
+
+# ---------------------------------------------------------------------------
+# predicates and searchsorted: plain numpy values of the concrete values, guarded
+# ---------------------------------------------------------------------------
+
+def _decided(npfunc, args, kw, what):
+    """``npfunc`` of the concrete ``args``; each traced argument is guarded (the
+    others held at their recorded values), so replay notices a changed result."""
+    vals = [_plain(x) for x in args]
+    out = npfunc(*vals, **kw)
+    for k, x in enumerate(args):
+        if isinstance(x, Box):
+            def fn(new, k=k):
+                vs = list(vals)
+                vs[k] = concrete(new)
+                return npfunc(*vs, **kw)
+            guard_value(x, fn, out, what)
+    return out
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``np.isclose`` of the values: plain booleans."""
+    return _decided(np.isclose, (a, b), dict(rtol=rtol, atol=atol, equal_nan=equal_nan),
+                    "an isclose")
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``np.allclose`` of the values: a plain bool."""
+    return _decided(np.allclose, (a, b), dict(rtol=rtol, atol=atol, equal_nan=equal_nan),
+                    "an allclose")
+
+
+def array_equal(a1, a2, equal_nan=False):
+    """``np.array_equal`` of the values: a plain bool."""
+    return _decided(np.array_equal, (a1, a2), dict(equal_nan=equal_nan), "an array_equal")
+
+
+def array_equiv(a1, a2):
+    """``np.array_equiv`` of the values: a plain bool."""
+    return _decided(np.array_equiv, (a1, a2), {}, "an array_equiv")
+
+
+def _value_predicate(name, ufunc):
+    def func(x):
+        if not isinstance(x, Box):
+            return ufunc(x)
+        return _decided(ufunc, (x,), {}, f"an {name}" if name[0] in "ai" else f"a {name}")
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = f"``np.{name}`` of the value: plain booleans (guarded on replay)."
+    ew.UFUNCS[ufunc] = func
+    return func
+
+
+isfinite = _value_predicate("isfinite", np.isfinite)
+isnan = _value_predicate("isnan", np.isnan)
+isinf = _value_predicate("isinf", np.isinf)
+signbit = _value_predicate("signbit", np.signbit)
+
+
+def searchsorted(a, v, side="left", sorter=None):
+    """``np.searchsorted`` of the values: plain integers (no derivative), guarded
+    like ``argmax`` so a replay whose insertion points change raises."""
+    return _decided(np.searchsorted, (a, v), dict(side=side, sorter=sorter),
+                    "a searchsorted")
+
+
+UFUNCS.update({np.floor: floor, np.ceil: ceil, np.rint: rint, np.trunc: trunc,
+               np.heaviside: heaviside, np.radians: deg2rad, np.degrees: rad2deg,
+               np.isfinite: isfinite, np.isnan: isnan, np.isinf: isinf,
+               np.signbit: signbit})
+ew.UFUNCS.update(UFUNCS)
+
+#: numpy functions (NEP 18) this module implements for tracers
+NUMPY_FUNCTIONS = {
+    np.round: round, np.around: around, np.fix: fix,
+    np.zeros_like: zeros_like, np.ones_like: ones_like, np.empty_like: empty_like,
+    np.full_like: full_like,
+    np.sinc: sinc, np.diff: diff, np.average: average, np.linspace: linspace,
+    np.cross: cross, np.polyval: polyval, np.interp: interp, np.median: median,
+    np.nansum: nansum, np.nanmean: nanmean, np.nanmax: nanmax, np.nanmin: nanmin,
+    np.meshgrid: meshgrid, np.convolve: convolve,
+    np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal,
+    np.array_equiv: array_equiv, np.searchsorted: searchsorted,
+}
+#: methods of traced arrays : name -> function(x, *args, **kw)
+TRACER_METHODS = {"round": round, "searchsorted": searchsorted}
+#: public names re-exported by tapead.numpy
+__all__ = ["floor", "ceil", "rint", "trunc", "fix", "round", "around", "heaviside",
+           "zeros_like", "ones_like", "empty_like", "full_like",
+           "remainder", "mod", "fmod", "copysign", "deg2rad", "rad2deg", "radians",
+           "degrees", "sinc", "diff", "average", "linspace", "cross", "polyval", "interp",
+           "median", "nansum", "nanmean", "nanmax", "nanmin", "meshgrid", "convolve",
+           "isclose", "allclose", "array_equal", "array_equiv", "isfinite", "isnan",
+           "isinf", "signbit", "searchsorted"]
