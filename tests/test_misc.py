@@ -247,6 +247,14 @@ def test_median_even_and_odd(x, want):
     assert np.array_equal(ta.grad(np.median)(x), want)
 
 
+def test_median_of_a_slice_with_nan_is_nan():
+    x = np.array([[3.0, np.nan, 1.0], [2.0, 0.5, 4.0]])
+    y, g = ta.value_and_grad(lambda x: np.median(x, axis=1)[1])(x)
+    assert y == 2.0 and np.array_equal(g, [[0, 0, 0], [1, 0, 0]])
+    np.testing.assert_array_equal(ta.jvp(lambda x: np.median(x, axis=1), (x,),
+                                         (np.ones_like(x),))[0], np.median(x, axis=1))
+
+
 def test_median_axes_and_keepdims():
     x = np.random.default_rng(0).standard_normal((2, 3, 4))
     for kw in ({}, {"axis": 1}, {"axis": (0, 2)}, {"axis": -1, "keepdims": True},

@@ -45,6 +45,11 @@ def _plain(x):
     return concrete(x) if isinstance(x, Box) else x
 
 
+def _arr(x):
+    """A box as it is; anything else (lists...) as a numpy array."""
+    return x if isinstance(x, Box) else np.asarray(x)
+
+
 def _along(axis, ndim, index):
     """An index tuple selecting ``index`` along ``axis``."""
     return (slice(None),) * (axis % ndim) + (index,)
@@ -111,15 +116,15 @@ around = round
 
 
 # heaviside(x, h0): zero derivative in x; h0 where x == 0 (as JAX's where-based rule)
-def _at_zero(x, like):
+def _at_zero(x):
     return concrete(x) == 0
 
 
 heaviside_p = Primitive("heaviside", np.heaviside, saves=(0,))
 heaviside_p.defvjp(lambda g, ans, x, h0: None,
-                   lambda g, ans, x, h0: unbroadcast(h0, where(_at_zero(x, g), g, 0.0 * g)))
+                   lambda g, ans, x, h0: unbroadcast(h0, where(_at_zero(x), g, 0.0 * g)))
 heaviside_p.defjvp(lambda t, ans, x, h0: None,
-                   lambda t, ans, x, h0: broadcast_to(where(_at_zero(x, t), t, 0.0 * t),
+                   lambda t, ans, x, h0: broadcast_to(where(_at_zero(x), t, 0.0 * t),
                                                       np.shape(ans)))
 
 
@@ -128,8 +133,8 @@ def _heaviside_batched(tans, ans, vals, params, K):
     if t is None:
         return None
     shape = (K,) + np.shape(ans)
-    t = np.reshape(t, (K,) + (1,) * (len(shape) - 1 - np.ndim(vals[1])) + np.shape(vals[1]))
-    return np.broadcast_to(where(_at_zero(vals[0], t), t, 0.0 * t), shape)
+    t = reshape(t, (K,) + (1,) * (len(shape) - 1 - np.ndim(vals[1])) + np.shape(vals[1]))
+    return broadcast_to(where(_at_zero(vals[0]), t, 0.0 * t), shape)
 
 
 heaviside_p.jvp_batched = _heaviside_batched
@@ -278,6 +283,7 @@ def diff(a, n=1, axis=-1, prepend=_NO, append=_NO):
         return np.diff(a, n=n, axis=axis, **kw)
     if n < 0:
         raise ValueError(f"order must be non-negative but got {n}")
+    a = _arr(a)
     nd = len(shape_of(a))
     if nd == 0:
         raise ValueError("diff requires input that is at least one dimensional")
@@ -302,6 +308,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
         scl = np.broadcast_to(np.asarray(np.size(_plain(a)) / max(np.size(_plain(avg)), 1),
                                          np.result_type(_plain(avg))), shape_of(avg))
     else:
+        weights = _arr(weights)
         ashape, wshape = shape_of(a), shape_of(weights)
         if ashape != wshape:
             if axis is None:
@@ -332,7 +339,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if not _box(start, stop):
         return np.linspace(start, stop, num=num, endpoint=endpoint, retstep=retstep,
                            dtype=dtype, axis=axis, **kw)
-    num = int(num)
+    num, start, stop = int(num), _arr(start), _arr(stop)
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     dt = np.result_type(_plain(start), _plain(stop), 1.0)
@@ -364,6 +371,7 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
     if axis not in (None, -1) or (axisa, axisb, axisc) != (-1, -1, -1):
         raise TypeError("cross on traced values supports 3-vectors on the last axis "
                         "only; move the axis there first (np.moveaxis)")
+    a, b = _arr(a), _arr(b)
     if shape_of(a)[-1:] != (3,) or shape_of(b)[-1:] != (3,):
         raise ValueError("cross on traced values needs 3-vectors on the last axis, got "
                          f"shapes {shape_of(a)} and {shape_of(b)}")
@@ -376,8 +384,7 @@ def polyval(p, x):
     """``np.polyval`` by Horner's rule (as numpy: ``y = y * x + p[k]``)."""
     if not _box(p, x):
         return np.polyval(p, x)
-    if not isinstance(p, Box):
-        p = np.asarray(p)
+    p, x = _arr(p), _arr(x)
     y = np.zeros_like(np.asarray(_plain(x)), dtype=np.result_type(_plain(x), _plain(p)))
     for k in range(shape_of(p)[0]):
         y = y * x + p[k]
@@ -401,7 +408,7 @@ def interp(x, xp, fp, left=None, right=None, period=None):
             "interpolation with tapead functions")
     if period is not None:
         raise TypeError("interp(..., period=...) is not supported on traced values")
-    xp = np.asarray(xp)
+    xp, fp = np.asarray(xp), _arr(fp)
     if xp.ndim != 1 or shape_of(fp) != xp.shape:
         raise ValueError("interp: xp and fp must be 1-d sequences of the same length")
 
@@ -459,7 +466,8 @@ def _keep(y, shape, axis):
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """``np.median`` by a (differentiable) sort: the middle element, or the mean of
-    the two middle ones for an even length (each gets half the derivative)."""
+    the two middle ones for an even length (each gets half the derivative).  A
+    slice holding a NaN has median NaN, as in numpy (the NaN mask is guarded)."""
     if not isinstance(a, Box):
         return np.median(a, axis=axis, out=out, overwrite_input=overwrite_input,
                          keepdims=keepdims)
@@ -477,6 +485,9 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         y = s[_along(ax, nd, n // 2)]
     else:
         y = (s[_along(ax, nd, n // 2 - 1)] + s[_along(ax, nd, n // 2)]) * 0.5
+    nans = np.any(_nan_mask(s, "median"), axis=ax)
+    if nans.any():
+        y = where(nans, np.nan, y)
     return _keep(y, shape, axis) if keepdims else y
 
 
@@ -578,6 +589,7 @@ def convolve(a, v, mode="full"):
     if not _box(a, v):
         return np.convolve(a, v, mode=mode)
     from tapead._prims.linalg import matmul
+    a, v = _arr(a), _arr(v)
     if mode not in ("full", "same", "valid"):
         raise ValueError(f"mode must be one of 'full', 'same', or 'valid' (got {mode!r})")
     if len(shape_of(a)) != 1 or len(shape_of(v)) != 1:
