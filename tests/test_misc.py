@@ -330,3 +330,16 @@ NO_RULE = [
 def test_functions_without_rules_still_raise(name, f):
     with pytest.raises(NonDifferentiableError, match=rf"np\.{name}.*custom_vjp"):
         ta.grad(lambda x: tnp.sum(f(x)))(np.eye(3) + 0.1)
+
+
+def test_lists_as_constant_operands():
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(ta.grad(lambda x: tnp.sum(np.cross(x, [0.0, 0.0, 1.0])))(x),
+                               [-1.0, 1.0, 0.0])      # sum of (x1, -x0, 0)
+    np.testing.assert_allclose(ta.grad(lambda x: tnp.sum(np.convolve(x, [1.0, 2.0])))(x),
+                               [3.0, 3.0, 3.0])
+    assert ta.grad(lambda x: np.interp(x, [0.0, 1.0], [0.0, 2.0]))(0.3) == 2.0
+    g = ta.grad(lambda w: np.average([1.0, 2.0, 3.0], weights=w))(x)
+    np.testing.assert_allclose(g, _fd(lambda w: np.average([1.0, 2.0, 3.0], weights=w), x),
+                               atol=1e-8)
+    assert ta.grad(lambda p: tnp.sum(tnp.diff([1.0, 2.0, 4.0], prepend=p)))(0.5) == -1.0
