@@ -41,6 +41,8 @@ cdef class Tracer:
         return binary(OP_POW, self, other)
     def __rpow__(self, other, mod):
         return binary(OP_POW, other, self)
+    def __mod__(self, other): return _box_methods["remainder"](self, other)
+    def __rmod__(self, other): return _box_methods["remainder"](other, self)
     def __neg__(self): return unary(OP_NEG, self)
     def __pos__(self): return unary(OP_POS, self)
     def __abs__(self): return unary(OP_ABS, self)
@@ -144,6 +146,8 @@ cdef class Dual:
         return binary(OP_POW, self, other)
     def __rpow__(self, other, mod):
         return binary(OP_POW, other, self)
+    def __mod__(self, other): return _box_methods["remainder"](self, other)
+    def __rmod__(self, other): return _box_methods["remainder"](other, self)
     def __neg__(self): return unary(OP_NEG, self)
     def __pos__(self): return unary(OP_POS, self)
     def __abs__(self): return unary(OP_ABS, self)

@@ -319,7 +319,7 @@ def test_meshgrid_sparse_and_convolve_errors():
 # ---------------------------------------------------------------------------
 
 NO_RULE = [
-    ("svd", lambda x: np.linalg.svd(x)[1]),
+    ("linalg.svd", lambda x: np.linalg.svd(x)[1]),
     ("fft", lambda x: np.fft.fft(x[0])),
     ("unique", lambda x: np.unique(x)),
     ("histogram", lambda x: np.histogram(x)[0]),
@@ -328,6 +328,7 @@ NO_RULE = [
 
 @pytest.mark.parametrize("name, f", NO_RULE, ids=[n for n, _ in NO_RULE])
 def test_functions_without_rules_still_raise(name, f):
+    # the message names the function with its numpy module (np.linalg.svd)
     with pytest.raises(NonDifferentiableError, match=rf"np\.{name}.*custom_vjp"):
         ta.grad(lambda x: tnp.sum(f(x)))(np.eye(3) + 0.1)
 
@@ -343,3 +344,11 @@ def test_lists_as_constant_operands():
     np.testing.assert_allclose(g, _fd(lambda w: np.average([1.0, 2.0, 3.0], weights=w), x),
                                atol=1e-8)
     assert ta.grad(lambda p: tnp.sum(tnp.diff([1.0, 2.0, 4.0], prepend=p)))(0.5) == -1.0
+
+
+def test_percent_operator_and_stop_gradient_in_jacfwd():
+    x = np.array([1.0, 2.5])
+    np.testing.assert_array_equal(ta.grad(lambda v: tnp.sum(v % 0.7))(x), [1.0, 1.0])
+    np.testing.assert_array_equal(ta.grad(lambda v: tnp.sum(3.0 % v))(x),
+                                  -np.floor(3.0 / x))
+    np.testing.assert_array_equal(ta.jacfwd(lambda v: v * ta.stop_gradient(v))(x), np.diag(x))

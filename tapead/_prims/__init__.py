@@ -13,7 +13,8 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
-from tapead._prims import contract, indexing, linalg, misc, reductions, shape, sorting, special
+from tapead._prims import (contract, indexing, linalg, misc, reductions, shape, sorting,
+                           special, stats)
 from tapead._prims.base import Primitive, ShapeOnly
 from tapead.errors import NonDifferentiableError
 
@@ -22,7 +23,7 @@ __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
 
 #: the primitive families; each module exports NUMPY_FUNCTIONS (numpy function ->
 #: tapead implementation, for NEP 18 dispatch) and optionally TRACER_METHODS
-FAMILIES = [ew, reductions, shape, indexing, linalg, sorting, special, contract, misc]
+FAMILIES = [ew, reductions, shape, indexing, linalg, sorting, special, contract, misc, stats]
 
 UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul
@@ -64,7 +65,8 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
 def _array_function(func, types, args, kwargs):
     impl = FUNCTIONS.get(func)
     if impl is None:
-        raise _no_rule(f"np.{func.__name__}")
+        module = getattr(func, "__module__", "numpy") or "numpy"
+        raise _no_rule(f"{module.replace('numpy', 'np', 1)}.{func.__name__}")
     return impl(*args, **kwargs)
 
 
@@ -95,6 +97,7 @@ def _getattr(x, name):
 
 _core.install_generic(ew.BINARY, ew.UNARY, {
     "matmul": linalg.matmul,
+    "remainder": misc.remainder,
     "getitem": shape.getitem,
     "setitem": _setitem,
     "getattr": _getattr,

@@ -118,9 +118,14 @@ class Primitive(_core.PrimitiveBase):
             return None if total is None else np.broadcast_to(total, shape)
         if self.jvp_batched is not None:
             return self.jvp_batched(tans, ans, vals, params, K)
-        out = np.zeros(shape, dtype=np.result_type(ans))
+        out = None
         for d in range(K):
             for k, t in enumerate(tans):
                 if t is not None:
-                    out[d] += self.jvp(k, t[d], ans, vals, params)
+                    c = self.jvp(k, t[d], ans, vals, params)
+                    if c is None:            # no derivative through this argument
+                        continue
+                    if out is None:
+                        out = np.zeros(shape, dtype=np.result_type(ans))
+                    out[d] += c
         return out
