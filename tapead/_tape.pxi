@@ -238,6 +238,20 @@ cdef class Tape(Trace):
             raise IndexError(f"node {i} is not on this tape of {self.n} nodes")
         return (self.op[i], self.a[i], self.b[i], self.val[i], self.p0[i], self.p1[i])
 
+    def export_nodes(self):
+        """(op, a, b) of every node as int32 numpy arrays (copies), for passes
+        over the tape's structure such as sparsity propagation."""
+        cdef Py_ssize_t n = self.n
+        op = np.empty(n, dtype=np.int32)
+        a = np.empty(n, dtype=np.int32)
+        b = np.empty(n, dtype=np.int32)
+        cdef int32_t[::1] ov = op, av = a, bv = b
+        if n:
+            memcpy(&ov[0], self.op, n * sizeof(int32_t))
+            memcpy(&av[0], self.a, n * sizeof(int32_t))
+            memcpy(&bv[0], self.b, n * sizeof(int32_t))
+        return op, a, b
+
     def record(self, Py_ssize_t i):
         """The ``Record`` of object node ``i``."""
         if self.op[i] not in (OP_OBJ, OP_GUARD):
