@@ -1,0 +1,554 @@
+"""Sparse derivatives: sparsity patterns read off a tape, colored Jacobians
+and Hessians.
+
+* :func:`jacobian_sparsity` -- the pattern of ``f``'s Jacobian, from one
+  recording, without numbers.
+* :func:`sparse_jacobian` -- ``x -> scipy.sparse.csr_array``: column coloring,
+  one K-direction forward sweep (K = number of colors), recovery.
+* :func:`hessian_sparsity`, :func:`sparse_hessian` -- the same for the
+  Hessian: the pattern of the gradient's Jacobian (the gradient recorded on
+  an outer tape), star or acyclic coloring, forward over reverse.
+
+A node's *pattern* says which input elements each of its elements depends
+on: a ``scipy.sparse.csr_array`` of shape (node size, total input size), or
+for a scalar node a sorted int32 array of input indices.  Scalar nodes are
+handled by the C loop of :mod:`tapead._sparsity`; object nodes by one rule
+per primitive name in :data:`SPARSITY_RULES` below; a primitive without a
+rule gets the dense fallback (every output element depends on every input
+element any parent depends on) -- a superset, never a miss.
+
+Patterns are structural and taken at the recorded point: a Python branch
+on a traced value records only the branch taken, so a function whose
+structure changes with ``x`` should be given a pattern computed elsewhere.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from tapead import _core, _sparsity
+from tapead import coloring as _coloring
+from tapead._core import Tracer
+from tapead.transforms import _record, grad
+
+__all__ = ["jacobian_sparsity", "sparse_jacobian", "hessian_sparsity",
+           "sparse_hessian", "tape_sparsity", "SPARSITY_RULES"]
+
+_EMPTY = np.empty(0, dtype=np.int32)
+#: a matmul whose pairs (output element, contracted element) exceed this
+#: falls back to the dense rule
+_MATMUL_PAIRS_LIMIT = 20_000_000
+
+
+# ---------------------------------------------------------------------------
+# patterns as sparse matrices
+# ---------------------------------------------------------------------------
+
+def _shape(v) -> tuple:
+    return np.shape(_core.concrete(v))
+
+
+def _as_csr(p, N: int) -> sp.csr_array:
+    """A node's pattern as a CSR matrix (a scalar node's index set -> one row)."""
+    if type(p) is np.ndarray:
+        return sp.csr_array((np.ones(len(p)), p, np.array([0, len(p)], np.int32)),
+                            shape=(1, N))
+    return p
+
+
+def _row_set(p) -> np.ndarray:
+    """The union of a pattern's rows as a sorted int32 array."""
+    if type(p) is np.ndarray:
+        return p
+    return np.unique(p.indices).astype(np.int32)
+
+
+def _select(out_size: int, rows, cols, P: sp.csr_array) -> sp.csr_array:
+    """Row ``rows[t]`` of the result unions row ``cols[t]`` of ``P``."""
+    rows = np.asarray(rows, dtype=np.intp).ravel()
+    cols = np.asarray(cols, dtype=np.intp).ravel()
+    G = sp.csr_array((np.ones(len(rows)), (rows, cols)), shape=(out_size, P.shape[0]))
+    return G @ P
+
+
+def _clean(P: sp.csr_array) -> sp.csr_array:
+    """Canonical form with all stored values 1 (a pattern, not numbers)."""
+    P = sp.csr_array(P)
+    P.sum_duplicates()
+    P.data[:] = 1.0
+    return P
+
+
+def _empty(size: int, N: int) -> sp.csr_array:
+    return sp.csr_array((size, N))
+
+
+def _index_array(shape, offset=0):
+    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.intp).reshape(shape) \
+        + offset
+
+
+# ---------------------------------------------------------------------------
+# rules: (rec, pats, shapes, out_shape, N) -> pattern
+#   pats[k]   CSR pattern of positional argument k, None for a constant
+#   shapes[k] its shape; rec.consts[k] its value when constant
+# ---------------------------------------------------------------------------
+
+def _dense_rule(rec, pats, shapes, out_shape, N):
+    """Fallback: every output element depends on everything any parent does."""
+    size = int(np.prod(out_shape, dtype=np.int64))
+    cols = np.unique(np.concatenate([p.indices for p in pats if p is not None]
+                                    + [_EMPTY]))
+    if size == 0 or len(cols) == 0:
+        return _empty(size, N)
+    indptr = np.arange(size + 1, dtype=np.int64) * len(cols)
+    return sp.csr_array((np.ones(size * len(cols)), np.tile(cols, size), indptr),
+                        shape=(size, N))
+
+
+def _zero_rule(rec, pats, shapes, out_shape, N):
+    """Derivative identically zero (sign, stop_gradient...)."""
+    return _empty(int(np.prod(out_shape, dtype=np.int64)), N)
+
+
+def _elementwise_rule(rec, pats, shapes, out_shape, N):
+    """Output element e unions element e of every operand, with broadcasting."""
+    size = int(np.prod(out_shape, dtype=np.int64))
+    out = _empty(size, N)
+    rows = np.arange(size)
+    for p, shape in zip(pats, shapes):
+        if p is not None:
+            src = np.broadcast_to(_index_array(shape), out_shape)
+            out = out + _select(size, rows, src, p)
+    return out
+
+
+def _where_rule(rec, pats, shapes, out_shape, N):
+    """``where(c, x, y)``: x's element where c holds, y's elsewhere."""
+    cond = rec.consts[0] if pats[0] is None else None
+    if cond is None or isinstance(cond, _core.Box):
+        return _elementwise_rule(rec, [None] + list(pats[1:]), shapes, out_shape, N)
+    c = np.broadcast_to(np.asarray(cond, dtype=bool), out_shape).ravel()
+    size = c.size
+    out = _empty(size, N)
+    for p, shape, take in ((pats[1], shapes[1], c), (pats[2], shapes[2], ~c)):
+        if p is not None:
+            src = np.broadcast_to(_index_array(shape), out_shape).ravel()
+            rows = np.flatnonzero(take)
+            out = out + _select(size, rows, src[rows], p)
+    return out
+
+
+def _stacked(pats, N):
+    parts = [p for p in pats if p is not None]
+    return sp.vstack(parts, format="csr") if len(parts) > 1 else parts[0]
+
+
+def _move_rule(rec, pats, shapes, out_shape, N):
+    """Pure data movement (reshape, transpose, getitem, concatenate, set...):
+    apply the primitive to arrays of row indices to learn which parent row
+    feeds each output element (-1: a constant)."""
+    size = int(np.prod(out_shape, dtype=np.int64))
+    if all(p is None for p in pats):
+        return _empty(size, N)
+    args, off = [], 0
+    for p, shape in zip(pats, shapes):
+        if p is None:
+            args.append(np.full(shape, -1, dtype=np.intp))
+        else:
+            args.append(_index_array(shape, off))
+            off += p.shape[0]
+    src = np.asarray(rec.prim.impl(*args, **rec.params)).ravel()
+    rows = np.flatnonzero(src >= 0)
+    return _select(size, rows, src[rows], _stacked(pats, N))
+
+
+def _index_update_rule(rec, pats, shapes, out_shape, N):
+    """``x`` with ``v`` written at ``idx``: "set" moves rows, "add" unions."""
+    if rec.params.get("mode", "set") == "set":
+        return _move_rule(rec, pats, shapes, out_shape, N)
+    px, pv = pats[0], pats[1]
+    size = int(np.prod(out_shape, dtype=np.int64))
+    out = px if px is not None else _empty(size, N)
+    if pv is not None:
+        target = _index_array(shapes[0])[rec.params["idx"]]
+        src = np.empty(target.shape, dtype=np.intp)
+        src[...] = _index_array(shapes[1])
+        out = out + _select(size, target, src, pv)
+    return out
+
+
+def _index_add_zeros_rule(rec, pats, shapes, out_shape, N):
+    """``zeros(shape)`` with ``g`` added at ``idx`` (the transpose of getitem)."""
+    size = int(np.prod(out_shape, dtype=np.int64))
+    if pats[0] is None:
+        return _empty(size, N)
+    target = _index_array(out_shape)[rec.params["idx"]]
+    src = np.empty(target.shape, dtype=np.intp)
+    src[...] = _index_array(shapes[0])
+    return _select(size, target, src, pats[0])
+
+
+def _reduction_rule(rec, pats, shapes, out_shape, N):
+    """``sum``/``prod`` over ``axis``: an output element unions its group."""
+    shape = shapes[0]
+    axis = rec.params.get("axis")
+    kd_shape = np.sum(np.zeros(shape, dtype=np.int8), axis=axis, keepdims=True).shape
+    size = int(np.prod(out_shape, dtype=np.int64))
+    rows = np.broadcast_to(_index_array(kd_shape), shape)
+    return _select(size, rows, _index_array(shape), pats[0])
+
+
+def _cumulative_rule(rec, pats, shapes, out_shape, N):
+    """``cumsum``/``cumprod``: element i along the axis unions elements 0..i."""
+    axis = rec.params.get("axis")
+    src, dst = _index_array(shapes[0]), _index_array(out_shape)
+    if axis is None:
+        src, dst, axis = src.ravel(), dst.ravel(), 0
+    src, dst = np.moveaxis(src, axis, -1), np.moveaxis(dst, axis, -1)
+    ii, jj = np.tril_indices(src.shape[-1])
+    size = int(np.prod(out_shape, dtype=np.int64))
+    return _select(size, dst[..., ii], src[..., jj], pats[0])
+
+
+def _matmul_rule(rec, pats, shapes, out_shape, N):
+    """``a @ b``: element (i, j) unions row i of a and column j of b; with a
+    constant operand only its nonzero entries connect."""
+    (pa, pb), (sa, sb) = pats, shapes
+    A, B = _index_array(sa), _index_array(sb)
+    a2 = A[None, :] if A.ndim == 1 else A
+    b2 = B[:, None] if B.ndim == 1 else B
+    n, k = a2.shape[-2:]
+    m = b2.shape[-1]
+    batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    size = int(np.prod(out_shape, dtype=np.int64))
+    full = batch + (n, m, k)
+    if int(np.prod(full, dtype=np.int64)) > _MATMUL_PAIRS_LIMIT:
+        return _dense_rule(rec, pats, shapes, out_shape, N)
+    ia = np.broadcast_to(a2[..., :, None, :], full)
+    ib = np.broadcast_to(np.swapaxes(b2, -1, -2)[..., None, :, :], full)
+    rows = np.broadcast_to(np.arange(size).reshape(batch + (n, m, 1)), full)
+
+    def nonzero(k_):
+        c = np.asarray(rec.consts[k_])
+        c = c[None, :] if c.ndim == 1 and k_ == 0 else (c[:, None] if c.ndim == 1 else c)
+        return c != 0
+
+    out = _empty(size, N)
+    if pa is not None:
+        keep = (np.broadcast_to(np.swapaxes(nonzero(1), -1, -2)[..., None, :, :], full)
+                if pb is None else np.ones(full, dtype=bool))
+        out = out + _select(size, rows[keep], ia[keep], pa)
+    if pb is not None:
+        keep = (np.broadcast_to(nonzero(0)[..., :, None, :], full)
+                if pa is None else np.ones(full, dtype=bool))
+        out = out + _select(size, rows[keep], ib[keep], pb)
+    return out
+
+
+#: primitive name -> sparsity rule; elementwise primitives not listed here
+#: take ``_elementwise_rule``, everything else ``_dense_rule``.
+SPARSITY_RULES: dict = {
+    # zero derivative
+    "sign": _zero_rule,
+    "heaviside": _zero_rule,
+    "stop_gradient": _zero_rule,
+    # selection
+    "where": _where_rule,
+    # data movement
+    "reshape": _move_rule,
+    "transpose": _move_rule,
+    "broadcast_to": _move_rule,
+    "getitem": _move_rule,
+    "concatenate": _move_rule,
+    "copy": _move_rule,
+    "index_update": _index_update_rule,
+    "index_add_zeros": _index_add_zeros_rule,
+    # reductions
+    "sum": _reduction_rule,
+    "prod": _reduction_rule,
+    "cumsum": _cumulative_rule,
+    "cumprod": _cumulative_rule,
+    # contraction
+    "matmul": _matmul_rule,
+}
+
+
+def _rule_for(prim) -> Callable:
+    rule = SPARSITY_RULES.get(prim.name)
+    if rule is None:
+        rule = _elementwise_rule if getattr(prim, "elementwise", False) else _dense_rule
+    return rule
+
+
+# ---------------------------------------------------------------------------
+# propagation over a tape
+# ---------------------------------------------------------------------------
+
+def tape_sparsity(tape) -> tuple[list, int]:
+    """Pattern of every node of ``tape`` over its inputs' elements.
+
+    Returns
+    -------
+    (pats, N)
+        ``pats[i]``: CSR matrix of shape (size of node i, N), a sorted int32
+        index array for a scalar node, or None for a guard; N is the total
+        number of input elements (inputs numbered in ``tape.inputs`` order).
+    """
+    op, a, b = tape.export_nodes()
+    offsets, N = {}, 0
+    for i in tape.inputs:
+        size = 1 if op[i] == 0 else int(np.size(_core.concrete(tape.record(i).ans)))
+        offsets[i] = (N, size)
+        N += size
+
+    def shape_of(j):
+        return _shape(tape.record(j).ans) if op[j] == 1 else ()
+
+    def object_rule(i, pats):
+        if i in offsets:
+            off, size = offsets[i]
+            if op[i] == 0:
+                return np.array([off], dtype=np.int32)
+            return sp.csr_array((np.ones(size), np.arange(off, off + size),
+                                 np.arange(size + 1)), shape=(size, N))
+        rec = tape.record(i)
+        out_shape = _shape(rec.ans)
+        if rec.prim is None:        # an input of another tape: no dependence here
+            return _empty(int(np.prod(out_shape, dtype=np.int64)), N)
+        parents = rec.parents
+        ppats = [None if j < 0 else _as_csr(pats[j], N) for j in parents]
+        shapes = [shape_of(j) if j >= 0 else _shape(c)
+                  for j, c in zip(parents, rec.consts or (None,) * len(parents))]
+        return _clean(_rule_for(rec.prim)(rec, ppats, shapes, out_shape, N))
+
+    return _sparsity.propagate(op, a, b, object_rule, _row_set), N
+
+
+def _output_pattern(tape, out, n: int) -> sp.csr_array:
+    """The (out size, n) boolean pattern of ``out`` on ``tape``."""
+    if type(out) is Tracer and out.tape is tape:
+        pats, N = tape_sparsity(tape)
+        P = _as_csr(pats[out.idx], N)
+        P = sp.csr_array(P, dtype=bool)
+    else:
+        P = sp.csr_array((int(np.size(_core.concrete(out))), n), dtype=bool)
+    P.sum_duplicates()
+    P.sort_indices()
+    return P
+
+
+def _vector(x, what: str) -> np.ndarray:
+    if isinstance(x, (list, tuple)):
+        x = np.asarray(x, dtype=float)
+    if not isinstance(x, np.ndarray) or x.ndim != 1:
+        raise ValueError(
+            f"{what} needs a 1-d float array x, got {type(x).__name__} of shape "
+            f"{np.shape(x)}; ravel the input (x.ravel()) and reshape inside f")
+    if x.dtype.kind != "f":
+        raise ValueError(f"{what} needs a float array, got dtype {x.dtype}; "
+                         "pass x.astype(float)")
+    return x
+
+
+def _forward(tape, out, seed: np.ndarray, m: int) -> np.ndarray:
+    """``J @ seed`` (m, K) by one K-direction forward sweep of the recorded tape."""
+    K = seed.shape[1]
+    if K == 0 or not (type(out) is Tracer and out.tape is tape):
+        return np.zeros((m, K))
+    (t,) = tape.forward_sweep({tape.inputs[0]: np.ascontiguousarray(seed.T)},
+                              [out.idx], K)
+    if t is None:
+        return np.zeros((m, K))
+    return np.asarray(t, dtype=np.float64).reshape(K, m).T
+
+
+# ---------------------------------------------------------------------------
+# the functional API
+# ---------------------------------------------------------------------------
+
+def jacobian_sparsity(f: Callable, x) -> sp.csr_array:
+    """Sparsity pattern of the Jacobian of ``f`` at ``x``, without numbers.
+
+    Parameters
+    ----------
+    f : callable
+        R^n -> R^m: takes a 1-d array, returns a 1-d array or a scalar.
+    x : ndarray, shape (n,)
+        Where to record ``f`` (the pattern of the branch taken there).
+
+    Returns
+    -------
+    scipy.sparse.csr_array of bool, shape (m, n)
+        A superset of the nonzeros of the Jacobian.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> P = ta.jacobian_sparsity(lambda x: x[1:] * x[:-1], np.ones(4))
+    >>> P.toarray().astype(int)
+    array([[1, 1, 0, 0],
+           [0, 1, 1, 0],
+           [0, 0, 1, 1]])
+    """
+    x = _vector(x, "jacobian_sparsity")
+    tape, out, *_ = _record(f, (x,), {}, 0, "jacobian_sparsity")
+    return _output_pattern(tape, out, x.size)
+
+
+def hessian_sparsity(f: Callable, x) -> sp.csr_array:
+    """Symmetric sparsity pattern of the Hessian of a scalar ``f`` at ``x``:
+    the Jacobian pattern of ``grad(f)`` (recorded on an outer tape), ``P | P.T``.
+
+    Returns
+    -------
+    scipy.sparse.csr_array of bool, shape (n, n)
+    """
+    x = _vector(x, "hessian_sparsity")
+    tape, out, *_ = _record(grad(f), (x,), {}, 0, "hessian_sparsity")
+    return _symmetric(_output_pattern(tape, out, x.size))
+
+
+def _symmetric(P: sp.csr_array) -> sp.csr_array:
+    S = sp.csr_array(P + P.T, dtype=bool)
+    S.sum_duplicates()
+    S.sort_indices()
+    return S
+
+
+_COLORINGS = {"star": (_coloring.star_coloring, _coloring.star_recovery),
+              "acyclic": (_coloring.acyclic_coloring, _coloring.acyclic_recovery)}
+
+
+def sparse_jacobian(f: Callable, coloring: str = "column",
+                    order: str = "natural") -> Callable:
+    """The Jacobian of ``f`` as a sparse matrix, by coloring and forward mode.
+
+    The pattern (:func:`jacobian_sparsity`) and its column coloring are
+    computed at the first call for an input shape and cached; every call
+    records ``f`` once and pushes K = number of colors seed directions
+    through the tape in one forward sweep, then reads the nonzeros off the
+    compressed product ``J @ S``.
+
+    Parameters
+    ----------
+    f : callable
+        R^n -> R^m (1-d array in, 1-d array or scalar out).
+    coloring : {"column"}
+        Distance-2 coloring of the columns (forward mode).
+    order : str
+        Vertex order for the coloring (see :data:`tapead.coloring.ORDERS`).
+
+    Returns
+    -------
+    callable
+        ``x -> scipy.sparse.csr_array`` of shape (m, n).  Attributes:
+        ``recovery(x)`` gives the cached ``JacobianRecovery`` (``.ncolors``,
+        ``.seed``) for x's shape.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> J = ta.sparse_jacobian(lambda x: x[1:] * x[:-1])(np.arange(1.0, 5.0))
+    >>> J.toarray()
+    array([[2., 1., 0., 0.],
+           [0., 3., 2., 0.],
+           [0., 0., 4., 3.]])
+    """
+    if coloring != "column":
+        raise ValueError(f"sparse_jacobian: unknown coloring {coloring!r}; use "
+                         "'column' (star and acyclic colorings are for Hessians: "
+                         "sparse_hessian)")
+    cache: dict = {}
+
+    def recovery_at(tape, out, x):
+        key = (x.shape, x.dtype.str)
+        if key not in cache:
+            P = _output_pattern(tape, out, x.size)
+            colors = _coloring.column_coloring(P, order=order)
+            cache[key] = _coloring.jacobian_recovery(P, colors)
+        return cache[key]
+
+    @functools.wraps(f)
+    def jac(x):
+        x = _vector(x, "sparse_jacobian")
+        tape, out, *_ = _record(f, (x,), {}, 0, "sparse_jacobian")
+        rec = recovery_at(tape, out, x)
+        B = _forward(tape, out, rec.seed, rec.shape[0])
+        return rec.to_sparse(rec.recover(B))
+
+    def recovery(x):
+        x = _vector(x, "sparse_jacobian")
+        tape, out, *_ = _record(f, (x,), {}, 0, "sparse_jacobian")
+        return recovery_at(tape, out, x)
+
+    jac.recovery = recovery
+    return jac
+
+
+def sparse_hessian(f: Callable, coloring: str = "star",
+                   order: str = "natural") -> Callable:
+    """The Hessian of a scalar ``f`` as a sparse matrix, forward over reverse.
+
+    The gradient ``grad(f)`` is recorded on an outer tape; its Jacobian
+    pattern, symmetrized, is the Hessian pattern (cached per input shape with
+    its coloring and recovery).  Each call records the gradient once and
+    pushes K = number of colors directions through that tape in one forward
+    sweep (``H @ S``), then recovers the nonzeros.
+
+    Parameters
+    ----------
+    f : callable
+        R^n -> R, on a 1-d array.
+    coloring : {"star", "acyclic"}
+        Star: direct recovery; acyclic: fewer colors, recovery by
+        substitution.
+    order : str
+        Vertex order for the coloring.
+
+    Returns
+    -------
+    callable
+        ``x -> scipy.sparse.csr_array`` of shape (n, n); ``.recovery(x)``
+        gives the cached recovery (``.ncolors``).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta, tapead.numpy as tnp
+    >>> f = lambda x: tnp.sum(tnp.sin(x[:-1] * x[-1]))
+    >>> H = ta.sparse_hessian(f)
+    >>> H.recovery(np.ones(5)).ncolors
+    2
+    """
+    if coloring not in _COLORINGS:
+        raise ValueError(f"sparse_hessian: unknown coloring {coloring!r}; use 'star' "
+                         "or 'acyclic'")
+    color_fn, recovery_fn = _COLORINGS[coloring]
+    g = grad(f)
+    cache: dict = {}
+
+    def recovery_at(tape, out, x):
+        key = (x.shape, x.dtype.str)
+        if key not in cache:
+            P = _symmetric(_output_pattern(tape, out, x.size))
+            cache[key] = recovery_fn(P, color_fn(P, order=order))
+        return cache[key]
+
+    @functools.wraps(f)
+    def hess(x):
+        x = _vector(x, "sparse_hessian")
+        tape, out, *_ = _record(g, (x,), {}, 0, "sparse_hessian")
+        rec = recovery_at(tape, out, x)
+        B = _forward(tape, out, rec.seed, rec.shape[0])
+        return rec.to_sparse(rec.recover(B))
+
+    def recovery(x):
+        x = _vector(x, "sparse_hessian")
+        tape, out, *_ = _record(g, (x,), {}, 0, "sparse_hessian")
+        return recovery_at(tape, out, x)
+
+    hess.recovery = recovery
+    return hess
