@@ -366,6 +366,21 @@ def _forward(tape, out, seed: np.ndarray, m: int) -> np.ndarray:
     return np.asarray(t, dtype=np.float64).reshape(K, m).T
 
 
+def _reverse(tape, out, seed: np.ndarray, n: int) -> np.ndarray:
+    """``J.T @ seed`` (n, K) by K reverse sweeps of the recorded tape."""
+    K = seed.shape[1]
+    B = np.zeros((n, K))
+    if not (type(out) is Tracer and out.tape is tape):
+        return B
+    shape = np.shape(out.primal)
+    for k in range(K):
+        s = float(seed[0, k]) if shape == () else seed[:, k].reshape(shape)
+        (g,) = tape.backward([out.idx], [s], [tape.inputs[0]])
+        if g is not None:
+            B[:, k] = np.asarray(g, dtype=np.float64).reshape(n)
+    return B
+
+
 # ---------------------------------------------------------------------------
 # the functional API
 # ---------------------------------------------------------------------------
@@ -437,8 +452,10 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
     ----------
     f : callable
         R^n -> R^m (1-d array in, 1-d array or scalar out).
-    coloring : {"column"}
-        Distance-2 coloring of the columns (forward mode).
+    coloring : {"column", "row"}
+        ``"column"``: distance-2 coloring of the columns, one forward sweep
+        with K directions (``J @ S``); ``"row"``: of the rows, K reverse
+        sweeps (``J.T @ S``) -- fewer colors when m << n.
     order : str
         Vertex order for the coloring (see :data:`tapead.coloring.ORDERS`).
 
@@ -458,16 +475,20 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
            [0., 3., 2., 0.],
            [0., 0., 4., 3.]])
     """
-    if coloring != "column":
+    if coloring not in ("column", "row"):
         raise ValueError(f"sparse_jacobian: unknown coloring {coloring!r}; use "
-                         "'column' (star and acyclic colorings are for Hessians: "
-                         "sparse_hessian)")
+                         "'column' or 'row' (star and acyclic colorings are for "
+                         "Hessians: sparse_hessian)")
+    rows = coloring == "row"
     cache: dict = {}
 
     def recovery_at(tape, out, x):
         key = (x.shape, x.dtype.str)
         if key not in cache:
             P = _output_pattern(tape, out, x.size)
+            if rows:                        # color the columns of J.T
+                P = sp.csr_array(P.T)
+                P.sort_indices()
             colors = _coloring.column_coloring(P, order=order)
             cache[key] = _coloring.jacobian_recovery(P, colors)
         return cache[key]
@@ -477,6 +498,9 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
         x = _vector(x, "sparse_jacobian")
         tape, out, *_ = _record(f, (x,), {}, 0, "sparse_jacobian")
         rec = recovery_at(tape, out, x)
+        if rows:
+            B = _reverse(tape, out, rec.seed, x.size)
+            return sp.csr_array(rec.to_sparse(rec.recover(B)).T)
         B = _forward(tape, out, rec.seed, rec.shape[0])
         return rec.to_sparse(rec.recover(B))
 
