@@ -46,8 +46,8 @@ cdef class Tracer:
     def __neg__(self): return unary(OP_NEG, self)
     def __pos__(self): return unary(OP_POS, self)
     def __abs__(self): return unary(OP_ABS, self)
-    def __matmul__(self, other): return _box_methods["matmul"](self, other)
-    def __rmatmul__(self, other): return _box_methods["matmul"](other, self)
+    def __matmul__(self, other): return matmul_boxes(self, other)
+    def __rmatmul__(self, other): return matmul_boxes(other, self)
 
     # comparisons give plain bools (recorded as guards on tapes)
     def __lt__(self, other): return compare(self, other, 0)
@@ -151,8 +151,8 @@ cdef class Dual:
     def __neg__(self): return unary(OP_NEG, self)
     def __pos__(self): return unary(OP_POS, self)
     def __abs__(self): return unary(OP_ABS, self)
-    def __matmul__(self, other): return _box_methods["matmul"](self, other)
-    def __rmatmul__(self, other): return _box_methods["matmul"](other, self)
+    def __matmul__(self, other): return matmul_boxes(self, other)
+    def __rmatmul__(self, other): return matmul_boxes(other, self)
 
     # comparisons give plain bools (recorded as guards on tapes)
     def __lt__(self, other): return compare(self, other, 0)

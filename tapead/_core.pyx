@@ -101,13 +101,32 @@ cdef dict _NO_PARAMS = {}             # shared, never mutated
 cdef object _box_methods = None       # name -> function(box, *args, **kw)
 
 
+cdef object _MATMUL_PRIM = None
+
+
 def install_generic(binary_prims, unary_prims, methods):
     """Install the primitives of the scalar opcodes and the Python-level box
     methods (called once by ``tapead._prims``)."""
-    global _BINARY_PRIMS, _UNARY_PRIMS, _box_methods
+    global _BINARY_PRIMS, _UNARY_PRIMS, _box_methods, _MATMUL_PRIM
     _BINARY_PRIMS = dict(binary_prims)
     _UNARY_PRIMS = dict(unary_prims)
     _box_methods = methods
+    _MATMUL_PRIM = methods.get("matmul_prim")
+
+
+cdef object matmul_boxes(object x, object y):
+    """``x @ y`` with a box on either side: straight to the primitive when both
+    operands are arrays of at least one dimension, else the Python wrapper
+    (which explains 0-d operands)."""
+    cdef object xv = x, yv = y
+    while isinstance(xv, Box):
+        xv = primal_of(xv)
+    while isinstance(yv, Box):
+        yv = primal_of(yv)
+    if _MATMUL_PRIM is not None and type(xv) is np.ndarray and type(yv) is np.ndarray \
+            and (<object>xv).ndim >= 1 and (<object>yv).ndim >= 1:
+        return _bind(_MATMUL_PRIM, (x, y), _NO_PARAMS)
+    return _box_methods["matmul"](x, y)
 
 
 include "_boxes.pxi"

@@ -49,6 +49,7 @@ cdef class PrimitiveBase:
     cdef public object jvp_batched
     cdef public object save_fn        # custom (vals, ans) -> saved tuple
     cdef public object static_args
+    cdef public int fast_vjp          # FAST_* kind: the sweep's C shortcut, 0 for none
 
     def __call__(self, *args, **params):
         return _bind(self, args, params)
@@ -132,3 +133,60 @@ cdef class Scatter:
         out = np.zeros(self.shape, dtype=self.dtype)
         self.add_into(out)
         return out
+
+
+# --------------------------------------------------------------------------
+# C shortcuts of a few hot VJP rules (plain float arrays only).  Each computes
+# exactly what the primitive's Python rule computes, with the same numpy
+# calls, minus the Python frames; anything unusual falls back to the rule.
+# --------------------------------------------------------------------------
+
+cdef enum:
+    FAST_PASS = 1       # add: the cotangent passes through (same shape)
+    FAST_SUB = 2        # sub: g and -g
+    FAST_TANH = 3       # tanh: g * (1 - ans**2)
+    FAST_MATMUL = 4     # 2-d matmul: g @ b.T and a.T @ g
+
+FAST_VJP = {"pass": FAST_PASS, "sub": FAST_SUB, "tanh": FAST_TANH, "matmul": FAST_MATMUL}
+
+cdef object _NOFAST = object()
+cdef object _np_multiply = np.multiply
+cdef object _np_subtract = np.subtract
+cdef object _np_negative = np.negative
+cdef object _np_matmul = np.matmul
+
+
+cdef inline object _shape_of_saved(object t):
+    if type(t) is ShapeOnly:
+        return (<ShapeOnly>t).shape
+    if type(t) is np.ndarray:
+        return (<object>t).shape
+    return None
+
+
+cdef object fast_vjp(int kind, int k, object g, Record rec):
+    cdef object a, b, d
+    if type(g) is not np.ndarray:
+        return _NOFAST
+    if kind == FAST_PASS or kind == FAST_SUB:
+        if _shape_of_saved(rec.saved[k]) != (<object>g).shape:
+            return _NOFAST
+        if kind == FAST_SUB and k == 1:
+            return _np_negative(g)
+        return g
+    if kind == FAST_TANH:
+        a = rec.ans
+        if type(a) is np.ndarray and (<object>a).shape == (<object>g).shape and \
+                (<object>a).dtype is (<object>g).dtype:
+            d = _np_multiply(a, a)
+            _np_subtract(1.0, d, out=d)
+            _np_multiply(d, g, out=d)
+            return d
+        return _NOFAST
+    if kind == FAST_MATMUL:
+        a = rec.saved[0]
+        b = rec.saved[1]
+        if type(a) is np.ndarray and type(b) is np.ndarray and (<object>a).ndim == 2 \
+                and (<object>b).ndim == 2 and (<object>g).ndim == 2:
+            return _np_matmul(g, (<object>b).T) if k == 0 else _np_matmul((<object>a).T, g)
+    return _NOFAST

@@ -399,12 +399,15 @@ cdef class Tape(Trace):
                         continue
                     steps += 1
                     prim = rec.prim
+                    fast = (<PrimitiveBase>prim).fast_vjp
                     for k in range(len(rec.parents)):
                         pid = rec.parents[k]
                         if pid < 0:
                             continue
-                        c = prim_vjp(<PrimitiveBase>prim, k, gobj, rec.ans, rec.saved,
-                                     rec.params)
+                        c = fast_vjp(fast, k, gobj, rec) if fast else _NOFAST
+                        if c is _NOFAST:
+                            c = prim_vjp(<PrimitiveBase>prim, k, gobj, rec.ans, rec.saved,
+                                         rec.params)
                         if c is not None:
                             _accumulate(pid, c, adj, hobj, oadj)
                 elif hobj[i]:

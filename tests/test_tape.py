@@ -197,3 +197,32 @@ def test_argmax_index_is_guarded_on_replay():
     np.testing.assert_array_equal(g, [0.0, 2.0, 0.0])
     with pytest.raises(ta.GuardFlippedError, match="argmax"):
         rec.value_and_grad(np.array([5.0, 4.0, 2.0]))
+
+
+def test_c_shortcuts_of_hot_vjps_equal_the_python_rules():
+    """add/sub/tanh/2-d matmul have C shortcuts in the sweep: same numbers as their rules."""
+    from tapead._prims import elementwise as ew, linalg
+    prims = [ew.add.prim, ew.subtract.prim, ew.tanh.prim, linalg.matmul_p]
+    rng = np.random.default_rng(7)
+    W1, W2 = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    b = rng.standard_normal(4)
+    x = rng.standard_normal((5, 3))
+
+    def loss(W1, W2, b):
+        h = tnp.tanh(x @ W1 + b)
+        return tnp.sum((h @ W2 - 0.5) ** 2) - tnp.sum(b - h[0])
+    for dtype in (np.float64, np.float32):
+        args = [a.astype(dtype) for a in (W1, W2, b)]
+        fast = ta.grad(loss, argnums=(0, 1, 2))(*args)
+        saved = [p.fast_vjp for p in prims]
+        try:
+            for p in prims:
+                p.fast_vjp = 0
+            slow = ta.grad(loss, argnums=(0, 1, 2))(*args)
+        finally:
+            for p, k in zip(prims, saved):
+                p.fast_vjp = k
+        assert all(k > 0 for k in saved)
+        for f, s in zip(fast, slow):
+            assert f.dtype == dtype
+            np.testing.assert_array_equal(f, s)

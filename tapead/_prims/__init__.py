@@ -97,6 +97,7 @@ def _getattr(x, name):
 
 _core.install_generic(ew.BINARY, ew.UNARY, {
     "matmul": linalg.matmul,
+    "matmul_prim": linalg.matmul_p,
     "remainder": misc.remainder,
     "getitem": shape.getitem,
     "setitem": _setitem,

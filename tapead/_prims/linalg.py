@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 
+from tapead import _core
 from tapead._core import Box, bind, concrete, ndim_of
 from tapead._prims.base import Primitive
 from tapead._prims.contract import _dtype_of, dot_nd, einsum
@@ -66,6 +67,7 @@ def _matmul_vjp_b(g, ans, a, b):
 matmul_p = Primitive("matmul", np.matmul)
 matmul_p.defvjp(_matmul_vjp_a, _matmul_vjp_b)
 matmul_p.defjvp(lambda t, ans, a, b: matmul(t, b), lambda t, ans, a, b: matmul(a, t))
+matmul_p.fast_vjp = _core.FAST_VJP["matmul"]      # the sweep's C shortcut for plain 2-d
 
 
 def matmul(a, b):
