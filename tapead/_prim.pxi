@@ -154,6 +154,7 @@ cdef object _np_multiply = np.multiply
 cdef object _np_subtract = np.subtract
 cdef object _np_negative = np.negative
 cdef object _np_matmul = np.matmul
+cdef object _np_add_reduce = np.add.reduce
 
 
 cdef inline object _shape_of_saved(object t):
@@ -165,12 +166,21 @@ cdef inline object _shape_of_saved(object t):
 
 
 cdef object fast_vjp(int kind, int k, object g, Record rec):
-    cdef object a, b, d
+    cdef object a, b, d, shape, gshape
+    cdef Py_ssize_t lead
     if type(g) is not np.ndarray:
         return _NOFAST
     if kind == FAST_PASS or kind == FAST_SUB:
-        if _shape_of_saved(rec.saved[k]) != (<object>g).shape:
+        shape = _shape_of_saved(rec.saved[k])
+        gshape = (<object>g).shape
+        if shape is None:
             return _NOFAST
+        if shape != gshape:
+            # a broadcast operand (a bias): sum over the leading axes, as unbroadcast does
+            lead = len(gshape) - len(shape)
+            if lead <= 0 or gshape[lead:] != shape:
+                return _NOFAST
+            g = _np_add_reduce(g, axis=tuple(range(lead)))
         if kind == FAST_SUB and k == 1:
             return _np_negative(g)
         return g

@@ -155,12 +155,21 @@ cdef class Tape(Trace):
         cdef list out = []
         cdef Py_ssize_t i
         cdef double d
+        cdef Record rec
         for v in values:
             if type(v) is float:
                 d = <double>v
                 i = self.push(OP_INPUT, -1, -1, d, 0.0, 0.0)
                 self.inputs.append(i)
                 out.append(new_tracer(self, i, d, None))
+            elif type(v) is np.ndarray and (<object>v).ndim:
+                rec = Record()          # an array leaf, as input() makes it
+                rec.prim = None
+                rec.parents = ()
+                rec.ans = v
+                i = self.push_record(OP_OBJ, rec, np.nan)
+                self.inputs.append(i)
+                out.append(new_tracer(self, i, 0.0, v))
             else:
                 out.append(self.input(v))
         return out

@@ -5,6 +5,7 @@
 
 # numpy functions cached as C globals (no module attribute lookup per call)
 cdef object _NP_absolute = np.absolute
+cdef object _NP_matmul = np.matmul
 cdef object _NP_add = np.add
 cdef object _NP_arccos = np.arccos
 cdef object _NP_arccosh = np.arccosh
@@ -241,6 +242,8 @@ cdef object array_ufunc(object ufunc, str method, tuple inputs, dict kwargs):
     """``__array_ufunc__`` of tracers: opcodes in C, the rest in Python."""
     cdef object op
     if method == "__call__" and not kwargs:
+        if ufunc is _NP_matmul and len(inputs) == 2:
+            return matmul_boxes(inputs[0], inputs[1])
         if len(inputs) == 1:
             op = _UFUNC_UNARY.get(ufunc)
             if op is not None:

@@ -12,7 +12,7 @@ from typing import Callable, Sequence, Tuple, Union
 import numpy as np
 
 from tapead import _core, _prims  # noqa: F401  (_prims installs the rules)
-from tapead._core import Box, Dual, ForwardTrace, Tape, Tracer
+from tapead._core import Box, Dual, ForwardTrace, Tape, Tracer, shape_of
 from tapead._prims.elementwise import stop_gradient  # noqa: F401  (re-exported)
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.errors import NonScalarOutputError, ShapeError
@@ -169,7 +169,9 @@ def _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single):
         else:
             if isinstance(adjs, np.ndarray):
                 adjs = list(adjs)
-            gs = [_as_result(adjs[k + j], x) for j, x in enumerate(leaves)]
+            gs = [a if type(a) is np.ndarray and type(x) is np.ndarray and a.dtype == x.dtype
+                  and a.shape == x.shape else _as_result(a, x)
+                  for a, x in zip(adjs[k:k + n], leaves)]
         k += len(leaves)
         result.append(tree_unflatten(td, gs))
     return result[0] if single else tuple(result)
@@ -203,7 +205,7 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
                                 "(scalar value, auxiliary data)")
             out, aux = out
         if type(out) is Tracer and out.tape is tape:
-            if np.shape(out.primal) != ():
+            if shape_of(out) != ():
                 raise NonScalarOutputError(
                     f"grad needs a function with a scalar output, got shape "
                     f"{np.shape(out.primal)}; use ta.jacrev / ta.vjp for vector outputs "
