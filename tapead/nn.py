@@ -5,6 +5,7 @@ backward pass), so the tape of an MLP holds exactly what seed 004 counts.
 """
 from __future__ import annotations
 
+import functools
 from typing import Dict, Sequence
 
 import numpy as np
@@ -32,8 +33,8 @@ def _mse_save(vals, ans):
 
 
 mse_p.save_fn = _mse_save
-mse_p.defvjp(lambda g, ans, d: (2.0 / np.size(d)) * g * d,
-             lambda g, ans, d: (-2.0 / np.size(d)) * g * d)
+mse_p.defvjp(lambda g, ans, d: (2.0 / d.size) * g * d,
+             lambda g, ans, d: (-2.0 / d.size) * g * d)
 mse_p.defjvp(lambda t, ans, pred, target: 2.0 * np.mean((pred - target) * t),
              lambda t, ans, pred, target: -2.0 * np.mean((pred - target) * t))
 
@@ -64,13 +65,18 @@ def init_mlp(sizes: Sequence[int], rng: np.random.Generator,
 
 def mlp(params: Dict[str, np.ndarray], x, activation=tanh):
     """``x @ W0 + b0 -> tanh -> ... -> @ W{L-1} + b{L-1}`` (linear output)."""
-    n_layers = len(params) // 2
+    keys = _layer_keys(len(params) // 2)
     h = x
-    for i in range(n_layers):
-        h = h @ params[f"W{i}"] + params[f"b{i}"]
-        if i < n_layers - 1:
+    for i, (w, b) in enumerate(keys):
+        h = h @ params[w] + params[b]
+        if i < len(keys) - 1:
             h = activation(h)
     return h
+
+
+@functools.lru_cache(maxsize=None)
+def _layer_keys(n_layers):
+    return tuple((f"W{i}", f"b{i}") for i in range(n_layers))
 
 
 def mlp_tape_nbytes(sizes: Sequence[int], batch: int, itemsize: int = 8) -> int:

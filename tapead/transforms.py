@@ -70,7 +70,19 @@ def _check_leaf(x, what):
                     f"{type(x).__name__}; pass floats or float numpy arrays")
 
 
+@functools.lru_cache(maxsize=256)
+def _argnums_cached(argnums, nargs):
+    return _argnums_checked(argnums, nargs)
+
+
 def _argnums(argnums: ArgNums, nargs: int) -> Tuple[Tuple[int, ...], bool]:
+    """(normalised argument positions, whether a single int was given)."""
+    if isinstance(argnums, (int, tuple)):
+        return _argnums_cached(argnums, nargs)
+    return _argnums_checked(argnums, nargs)
+
+
+def _argnums_checked(argnums, nargs):
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
     for a in nums:
