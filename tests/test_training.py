@@ -100,3 +100,18 @@ def test_terrain_main_writes_figure(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "predicted 233,480 bytes, measured 233,480 bytes" in text
     assert "linear in (x, y)" in text and out.stat().st_size > 10_000
+
+
+def test_terrain_without_matplotlib_says_which_extra(monkeypatch):
+    import builtins
+
+    from tapead.examples import terrain
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.split(".")[0] == "matplotlib":
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    with pytest.raises(SystemExit, match=r'pip install "tapead\[examples\]"'):
+        terrain.load_terrain()
