@@ -123,3 +123,69 @@ def test_strict_variable_turns_the_fallback_into_an_error(monkeypatch, name):
     assert sc.forward(mixed_function(), "y", "x", directions=2) is not None
     monkeypatch.setenv(name, "0")
     assert sc.forward(cube_function(), "y", "x", directions=2) is not None
+
+
+# ---------------------------------------------------------------------------
+# Lagrangian Hessians: one reverse pass over the weighted sum of the outputs
+# ---------------------------------------------------------------------------
+
+def constraints_scaly():
+    @sc.function(sc.arg("x", 3), outputs=sc.arg("c", ...))
+    def c(x):
+        return sc.stack([x[0] * x[1] * x[2], (x[0] * x[2]).sin() + x[1] ** 3,
+                         (x * x).sum().sqrt(), x[2].exp() / (1.0 + x[0] ** 2)])
+    return c
+
+
+def constraints_tapead(x):
+    import tapead.numpy as tnp
+    return tnp.stack([x[0] * x[1] * x[2], tnp.sin(x[0] * x[2]) + x[1] ** 3,
+                      tnp.sqrt(tnp.sum(x * x)), tnp.exp(x[2]) / (1.0 + x[0] ** 2)])
+
+
+def test_lagrangian_hessian_equals_weighted_sum_of_tapead_hessians():
+    import tapead as ta
+    c = constraints_scaly()
+    lag = sc.hessian(c, "c", "x", weights=True)
+    assert lag.input_names == ["x", "weights_c"]
+    assert lag.output_names == ["hess_c_x"]
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        xv, wv = rng.uniform(0.3, 1.2, 3), rng.standard_normal(4)
+        expected = sum(wv[i] * np.asarray(ta.hessian(
+            lambda x, i=i: constraints_tapead(x)[i])(xv)) for i in range(4))
+        np.testing.assert_allclose(lag(xv, wv), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_lagrangian_hessian_is_one_reverse_pass_and_named_weights(monkeypatch):
+    from tapead.scaly import derivatives
+    calls = []
+    real = derivatives.reverse_adjoints
+    monkeypatch.setattr(derivatives, "reverse_adjoints",
+                        lambda *a: calls.append(a) or real(*a))
+    c = constraints_scaly()
+    lag = sc.hessian(c, "c", "x", weights="lam")
+    assert len(calls) == 1 and calls[0][0] is c.output("c")
+    assert lag.input_names == ["x", "lam"]
+    # unit weights pick out one output's Hessian
+    xv = np.array([0.4, 0.9, 1.1])
+    h1 = lag(xv, np.array([0.0, 1.0, 0.0, 0.0]))
+    x0, x1, x2 = xv
+    s = np.sin(x0 * x2)
+    expected = np.array([[-x2 * x2 * s, 0.0, np.cos(x0 * x2) - x0 * x2 * s],
+                         [0.0, 6 * x1, 0.0],
+                         [np.cos(x0 * x2) - x0 * x2 * s, 0.0, -x0 * x0 * s]])
+    np.testing.assert_allclose(h1, expected, rtol=1e-13, atol=1e-13)
+    with pytest.raises(sc.NonScalarGradientError, match="weights=True"):
+        sc.hessian(c, "c", "x")
+    with pytest.raises(TypeError, match="weights"):
+        sc.hessian(c, "c", "x", weights=3)
+
+
+def test_lagrangian_hessian_l_style():
+    @sc.function(sc.L("x", 2), sc.L("y", ...))
+    def f(x):
+        return sc.stack([x[0] * x[1], x[0] ** 2])
+    lag = sc.hessian(f, "y", "x", weights=True)
+    np.testing.assert_allclose(lag((np.array([1.0, 2.0]), np.array([3.0, 5.0]))),
+                               [[10.0, 3.0], [3.0, 0.0]], rtol=1e-15)

@@ -252,17 +252,39 @@ def jacobian(f: Function, out: str, inp: str) -> Function:
     return _single(f, "jac", out, inp, jacobian_expr(y, x))
 
 
-def hessian(f: Function, out: str, inp: str) -> Function:
+def hessian(f: Function, out: str, inp: str, weights=None) -> Function:
     """``f_hess_<out>_<inp>``: the dense Hessian, forward over reverse.
 
     One reverse pass gives the gradient as an expression; forward mode then
     differentiates it, one direction per input element.  Shape
     ``(inp.size, inp.size)``.
+
+    ``weights=True`` (input named ``weights_<out>``) or ``weights="name"``
+    builds the Lagrangian Hessian of a vector output: the Hessian of
+    ``sum_i w_i y_i``, with the weights ``w`` (shaped like the output) an
+    extra input of the derivative Function, after ``f``'s inputs.  The
+    weighted sum is one scalar, so it takes a single reverse pass however
+    many outputs (constraints) there are.
     """
     y, x = _pick(f, out, inp)
-    if y.size != 1:
-        raise NonScalarGradientError(
-            f"sc.hessian({f.name}, {out!r}, {inp!r}): output '{out}' has shape {y.shape}, "
-            "not a single element")
-    g = reverse_adjoints(y, const(np.ones(y.shape)), [x])[0]
-    return _single(f, "hess", out, inp, jacobian_expr(g, x))
+    if weights is None or weights is False:
+        if y.size != 1:
+            raise NonScalarGradientError(
+                f"sc.hessian({f.name}, {out!r}, {inp!r}): output '{out}' has shape "
+                f"{y.shape}, not a single element; pass weights=True for the Lagrangian "
+                "Hessian (the Hessian of the weighted sum of the outputs)")
+        g = reverse_adjoints(y, const(np.ones(y.shape)), [x])[0]
+        return _single(f, "hess", out, inp, jacobian_expr(g, x))
+    if weights is True:
+        name = f"weights_{out}"
+    elif isinstance(weights, str) and weights:
+        name = weights
+    else:
+        raise TypeError(f"sc.hessian(..., weights={weights!r}): pass weights=True or the "
+                        "name of the weights input (a str)")
+    w, params = _with_extra_input(f, name, TensorType(y.shape))
+    g = reverse_adjoints(y, w, [x])[0]          # one reverse pass for every output
+    label = f"hess_{out}_{inp}"
+    leaf = leaf_like(f.style, label, TensorType((x.size, x.size)))
+    return derived(f"{f.name}_{label}", params, leaf, f.inputs + [w],
+                   [jacobian_expr(g, x)], f.style)
