@@ -189,3 +189,91 @@ def test_lagrangian_hessian_l_style():
     lag = sc.hessian(f, "y", "x", weights=True)
     np.testing.assert_allclose(lag((np.array([1.0, 2.0]), np.array([3.0, 5.0]))),
                                [[10.0, 3.0], [3.0, 0.0]], rtol=1e-15)
+
+
+# ---------------------------------------------------------------------------
+# @ on expressions (1-d and 2-d), checked against ta.grad
+# ---------------------------------------------------------------------------
+
+CASES = [((2, 3), (3, 4)), ((2, 3), (3,)), ((3,), (3, 4)), ((3,), (3,))]
+
+
+def _weights(shape):
+    return np.linspace(-1.0, 1.5, int(np.prod(shape))).reshape(shape)
+
+
+@pytest.mark.parametrize("sa,sb", CASES)
+def test_matmul_value_gradient_and_forward(sa, sb):
+    import tapead as ta
+    import tapead.numpy as tnp
+    out_shape = np.empty(sa)[..., :].__matmul__(np.empty(sb)).shape
+    w = _weights(out_shape)
+
+    @sc.function(sc.arg("a", sa), sc.arg("b", sb), outputs=sc.arg("y", ...))
+    def f(a, b):
+        return ((a.sin() @ b) * w).sum() + (a @ b.cos()).sum() ** 2
+
+    def f_ta(a, b):
+        return tnp.sum(tnp.matmul(tnp.sin(a), b) * w) + tnp.sum(tnp.matmul(a, tnp.cos(b))) ** 2
+
+    rng = np.random.default_rng(len(sa) * 10 + len(sb))
+    av, bv = rng.standard_normal(sa), rng.standard_normal(sb)
+    np.testing.assert_allclose(f(av, bv), np.sum((np.sin(av) @ bv) * w)
+                               + np.sum(av @ np.cos(bv)) ** 2, rtol=1e-14)
+    for name, argnum in (("a", 0), ("b", 1)):
+        expected = ta.grad(f_ta, argnums=argnum)(av, bv)
+        np.testing.assert_allclose(sc.gradient(f, "y", name)(av, bv), expected,
+                                   rtol=1e-13, atol=1e-13)
+    # forward mode, one direction and batched, through both operands
+    k = 3
+    sa_dirs = rng.standard_normal((k,) + sa)
+    ga = ta.grad(f_ta, argnums=0)(av, bv)
+    one = sc.forward(f, "y", "a")
+    many = sc.forward(f, "y", "a", directions=k)
+    np.testing.assert_allclose(many(av, bv, sa_dirs),
+                               [one(av, bv, s) for s in sa_dirs], rtol=1e-15, atol=1e-15)
+    np.testing.assert_allclose(many(av, bv, sa_dirs),
+                               [np.sum(ga * s) for s in sa_dirs], rtol=1e-12, atol=1e-12)
+    sb_dirs = rng.standard_normal((k,) + sb)
+    one_b = sc.forward(f, "y", "b")
+    many_b = sc.forward(f, "y", "b", directions=k)
+    np.testing.assert_allclose(many_b(av, bv, sb_dirs),
+                               [one_b(av, bv, s) for s in sb_dirs], rtol=1e-15, atol=1e-15)
+
+
+@pytest.mark.parametrize("sa,sb", CASES)
+def test_matmul_vector_output_batched_forward_and_hessian(sa, sb):
+    import tapead as ta
+    import tapead.numpy as tnp
+    b_const = _weights(sb)
+
+    @sc.function(sc.arg("a", sa), outputs=sc.arg("y", ...))
+    def f(a):
+        return (a @ b_const).sin() * (a.T @ a).sum()
+
+    k = 2
+    rng = np.random.default_rng(3)
+    av = rng.standard_normal(sa)
+    dirs = rng.standard_normal((k,) + sa)
+    one, many = sc.forward(f, "y", "a"), sc.forward(f, "y", "a", directions=k)
+    np.testing.assert_allclose(many(av, dirs), np.stack([one(av, s) for s in dirs]),
+                               rtol=1e-15, atol=1e-15)
+
+    @sc.function(sc.arg("a", sa), outputs=sc.arg("s", ...))
+    def g(a):
+        return ((a @ b_const).sin()).sum()
+    hess = sc.hessian(g, "s", "a")(av)
+    expected = ta.hessian(lambda a: tnp.sum(tnp.sin(tnp.matmul(tnp.reshape(a, sa), b_const))))(
+        av.reshape(-1))
+    np.testing.assert_allclose(hess, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_matmul_with_numpy_operands_and_shape_errors():
+    m = np.arange(6.0).reshape(2, 3)
+    x = sc.sym("x", 3)
+    assert (m @ x).shape == (2,) and (x @ m.T).shape == (2,)
+    assert x.T is x
+    with pytest.raises(sc.ScalyShapeError, match="do not match"):
+        x @ m
+    with pytest.raises(sc.ScalyShapeError, match="1-d and 2-d"):
+        sc.sym("t", (2, 2, 2)) @ x[:2]

@@ -115,6 +115,8 @@ class Expr:
     def __rtruediv__(self, o): return apply("div", o, self)
     def __pow__(self, o): return apply("pow", self, o)
     def __rpow__(self, o): return apply("pow", o, self)
+    def __matmul__(self, o): return apply("matmul", self, o)
+    def __rmatmul__(self, o): return apply("matmul", o, self)
     def __neg__(self): return apply("neg", self)
     def __pos__(self): return self
     def __abs__(self): return apply("abs", self)
@@ -190,7 +192,10 @@ class Expr:
 
     @property
     def T(self):
-        raise NotImplementedError("transpose of a Scaly expression is not supported yet")
+        """The axes reversed (``x.T``; a 0-d or 1-d expression is itself)."""
+        if self.ndim < 2:
+            return self
+        return apply("transpose", self, axes=tuple(reversed(range(self.ndim))))
 
 
 # ---------------------------------------------------------------------------

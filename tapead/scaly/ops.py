@@ -343,3 +343,108 @@ register("stack", _stack_infer, lambda *xs, axis: tnp.stack(list(xs), axis=axis)
          vjp=lambda g, n: [gather(g, p, o.shape)
                            for p, o in zip(_stack_positions(n), n.operands)],
          jvp=_stack_jvp, jvp_many=_stack_jvp_many)
+
+
+# ---------------------------------------------------------------------------
+# linear algebra: transpose and matmul (1-d and 2-d operands)
+# ---------------------------------------------------------------------------
+
+def _transpose_infer(ops, a):
+    axes = a["axes"]
+    if sorted(axes) != list(range(ops[0].ndim)):
+        raise ScalyShapeError(f"transpose: axes {axes} are not a permutation of the "
+                              f"{ops[0].ndim} axes of an expression of shape {ops[0].shape}")
+    return TensorType(tuple(ops[0].shape[i] for i in axes), ops[0].dtype)
+
+
+def transpose(x, axes) -> object:
+    axes = tuple(int(i) for i in axes)
+    if axes == tuple(range(len(axes))):
+        return x
+    return apply("transpose", x, axes=axes)
+
+
+def _inverse(axes):
+    return tuple(int(i) for i in np.argsort(axes))
+
+
+register("transpose", _transpose_infer, lambda x, axes: tnp.transpose(x, axes),
+         vjp=lambda g, n: [transpose(g, _inverse(n.attrs["axes"]))],
+         jvp=lambda ts, n: transpose(ts[0], n.attrs["axes"]),
+         jvp_many=lambda ts, n, k: transpose(ts[0], (0,) + _shift(n.attrs["axes"])))
+
+
+def _matmul_infer(ops, a):
+    x, y = ops
+    if x.ndim not in (1, 2) or y.ndim not in (1, 2):
+        raise ScalyShapeError(f"expr.matmul: operands of shapes {x.shape} and {y.shape}; "
+                              "@ takes 1-d and 2-d expressions (reshape or index others)")
+    if x.shape[-1] != y.shape[0]:
+        raise ScalyShapeError(f"expr.matmul: shapes {x.shape} and {y.shape} do not match "
+                              f"({x.shape[-1]} != {y.shape[0]}): the last axis of the left "
+                              "operand must equal the first axis of the right one")
+    dt = np.result_type(x.dtype, y.dtype)
+    if dt == np.bool_:
+        dt = dtypes.float64
+    return TensorType(x.shape[:-1] + y.shape[1:], dt)
+
+
+def _T(x):
+    return transpose(x, (1, 0)) if x.ndim == 2 else x
+
+
+def _outer(u, v):
+    return reshape(u, (u.size, 1)) * reshape(v, (1, v.size))
+
+
+def _matmul_vjp(g, n):
+    a, b = n.operands
+    da = db = None
+    if a.diff:
+        if b.ndim == 1:
+            da = g * b if a.ndim == 1 else _outer(g, b)
+        else:
+            da = apply("matmul", b, g) if a.ndim == 1 else apply("matmul", g, _T(b))
+    if b.diff:
+        if a.ndim == 1:
+            db = g * a if b.ndim == 1 else _outer(a, g)
+        else:
+            db = apply("matmul", _T(a), g)
+    return [da, db]
+
+
+def _matmul_jvp(ts, n):
+    a, b = n.operands
+    return total([None if ts[0] is None else apply("matmul", ts[0], b),
+                  None if ts[1] is None else apply("matmul", a, ts[1])])
+
+
+def _matmul_left_many(ta, b, n, k):
+    """``k`` tangents of the left operand times a fixed ``b``: one matrix product
+    ``(k*m, n) @ b``."""
+    a = n.operands[0]
+    rows = k * (a.shape[0] if a.ndim == 2 else 1)
+    return reshape(apply("matmul", reshape(ta, (rows, a.shape[-1])), b), (k,) + n.shape)
+
+
+def _matmul_right_many(a, tb, n, k):
+    """A fixed ``a`` times ``k`` tangents of the right operand, as one product."""
+    b = n.operands[1]
+    if b.ndim == 1:                              # (k, n) @ a.T -> (k,) + n.shape
+        return apply("matmul", tb, _T(a))
+    m, p = b.shape
+    wide = reshape(transpose(tb, (1, 0, 2)), (m, k * p))
+    prod = apply("matmul", a, wide)
+    if a.ndim == 1:
+        return reshape(prod, (k, p))
+    return transpose(reshape(prod, (a.shape[0], k, p)), (1, 0, 2))
+
+
+def _matmul_jvp_many(ts, n, k):
+    a, b = n.operands
+    return total([None if ts[0] is None else _matmul_left_many(ts[0], b, n, k),
+                  None if ts[1] is None else _matmul_right_many(a, ts[1], n, k)])
+
+
+register("matmul", _matmul_infer, tnp.matmul, vjp=_matmul_vjp, jvp=_matmul_jvp,
+         jvp_many=_matmul_jvp_many)
