@@ -10,6 +10,7 @@ import tapead as ta
 import tapead.numpy as tnp
 import tapead.scaly as sc
 from tapead.scaly.expr import topo_order
+from tapead.scaly.calls import expand_calls
 
 SEED_000_LISTING = """\
 expr.module {
@@ -331,7 +332,10 @@ def test_declaration_errors():
 def test_calls_on_symbols_and_forward_with_arg_style():
     f = seed_stack_function()
     x = sc.sym("x", 3)
-    assert f(x) is f.outputs[0]            # inlining onto its own inputs is the identity
+    call = f(x)                            # a call node; the callee's graph is not copied
+    assert call.op == "call" and call.attrs["callee"] == "f" and call.attrs["output"] == 0
+    assert f(x) is call                    # interned like any node
+    assert expand_calls([call])[0] is f.outputs[0]   # expanding onto its own inputs: identity
     y = f(x * 2.0)
     assert isinstance(y, sc.Expr) and y.shape == (3,)
 

@@ -14,6 +14,7 @@ replaying it.
 1.0806046117362795
 """
 from tapead.scaly import ops as _ops  # noqa: F401  (fills the op table)
+from tapead.scaly.calls import vmap
 from tapead.scaly.derivatives import forward, gradient, hessian, jacobian
 from tapead.scaly.errors import (LayoutError, NonScalarGradientError, ScalyShapeError,
                                  SymbolicBoolError, UnknownNameError)
@@ -28,4 +29,4 @@ __all__ = ["Expr", "Function", "G", "L", "LayoutError", "NonScalarGradientError"
            "ScalyShapeError", "SymbolicBoolError", "TensorType", "UnknownNameError", "arg",
            "const", "dtypes", "forward", "function", "gradient", "group", "hessian",
            "jacobian", "render_expr_assembly", "render_lowered_program", "simplify", "stack",
-           "sumsqr", "sym"]
+           "sumsqr", "sym", "vmap"]

@@ -170,7 +170,8 @@ def jacobian_expr(y: Expr, x: Expr) -> Expr:
 def _pick(f: Function, out: str, inp: str):
     if not isinstance(f, Function):
         raise TypeError(f"expected an sc.Function (made with @sc.function), got {f!r}")
-    y, x = f.output(out), f.input(inp)
+    f.output(out)                         # checks the name
+    y, x = f.expanded_outputs()[f.output_names.index(out)], f.input(inp)
     if x.dtype != dtypes.float64:
         raise LayoutError(f"function {f.name}: input '{inp}' is {x.type.dtype_name}, which "
                           "has no derivative; differentiate with respect to a float64 input")

@@ -3,8 +3,10 @@
 A Function is built by calling the decorated Python body once on symbolic
 inputs (``sc.Expr``); the expressions it returns are the Function's graph.
 Calling a Function on numpy values evaluates that graph on the compiled
-tape (see ``tapead.scaly.lower``); calling it on expressions inlines its
-graph into the caller's, so Functions compose.
+tape (see ``tapead.scaly.lower``); calling it on expressions builds call
+nodes (``expr.call``) in the caller's graph, so Functions compose; calls
+are expanded before differentiation and evaluation
+(``tapead.scaly.calls``).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from tapead.scaly import layout as lay
 from tapead.scaly.errors import LayoutError, ScalyShapeError, UnknownNameError
-from tapead.scaly.expr import Expr, as_expr, substitute, sym, topo_order
+from tapead.scaly.expr import Expr, as_expr, sym, topo_order
 from tapead.scaly.lower import LoweredProgram, free_inputs
 from tapead.scaly.types import TensorType, dtypes
 
@@ -51,6 +53,7 @@ class Function:
                               "are not inputs of the function; declare them as inputs")
         self._programs: Dict[bool, LoweredProgram] = {}
         self._simplified: Optional[List[Expr]] = None
+        self._expanded: Optional[List[Expr]] = None
 
     def _check_names(self) -> None:
         for what, names in (("input", self.input_names), ("output", self.output_names)):
@@ -91,27 +94,17 @@ class Function:
 
     # -- calling ----------------------------------------------------------
     def __call__(self, *args):
-        """Evaluate on numbers (numpy results) or inline on expressions."""
+        """Evaluate on numbers (numpy results) or build call nodes on expressions."""
         if len(args) != len(self.params):
             raise LayoutError(f"function {self.name} takes {len(self.params)} argument(s) "
                               f"({', '.join(map(repr, self.params))}), got {len(args)}")
         flat = lay.flatten(self.params, args, f"function {self.name}")
         if any(isinstance(v, Expr) for v in flat):
-            outs = self._inline(flat)
+            from tapead.scaly.calls import call_nodes
+            outs = call_nodes(self, flat)
         else:
             outs = self.evaluate(flat)
         return lay.unflatten([self.output_layout], outs)[0]
-
-    def _inline(self, flat: Sequence[Any]) -> List[Expr]:
-        mapping = {}
-        for leaf, node, value in zip(self.input_leaves, self.inputs, flat):
-            e = as_expr(value, node)
-            if e.shape != leaf.type.shape:
-                raise ScalyShapeError(
-                    f"function {self.name}: input '{leaf.name}' expects shape "
-                    f"{leaf.type.shape}, got an expression of shape {e.shape}")
-            mapping[node.id] = e
-        return substitute(self.outputs, mapping)
 
     def evaluate(self, flat_values: Sequence[Any], simplify: bool = True) -> List[Any]:
         """Output values (one per output leaf) at the input leaves' values.
@@ -123,16 +116,24 @@ class Function:
                   for leaf, v in zip(self.input_leaves, flat_values)]
         program = self._programs.get(simplify)
         if program is None:
-            outputs = self.simplified_outputs() if simplify else self.outputs
+            outputs = self.simplified_outputs() if simplify else self.expanded_outputs()
             program = LoweredProgram(self.inputs, outputs, values)
             self._programs[simplify] = program
         return program(values)
 
+    def expanded_outputs(self) -> List[Expr]:
+        """The outputs with every call replaced by the callee's graph
+        (``tapead.scaly.calls.expand_calls``; computed once)."""
+        if self._expanded is None:
+            from tapead.scaly.calls import expand_calls
+            self._expanded = expand_calls(self.outputs)
+        return self._expanded
+
     def simplified_outputs(self) -> List[Expr]:
-        """The outputs after ``tapead.scaly.simplify`` (computed once)."""
+        """The expanded outputs after ``tapead.scaly.simplify`` (computed once)."""
         if self._simplified is None:
             from tapead.scaly.simplify import simplify
-            self._simplified = simplify(self.outputs)
+            self._simplified = simplify(self.expanded_outputs())
         return self._simplified
 
     @property

@@ -9,7 +9,8 @@ from tapead.scaly.expr import Expr, topo_order
 from tapead.scaly.function import Function
 
 # attributes that the result type already shows
-_HIDDEN = {"gather": ("shape",), "scatter": ("shape",), "input": ("shape", "dtype")}
+_HIDDEN = {"gather": ("shape",), "scatter": ("shape",), "input": ("shape", "dtype"),
+           "call": ("fn",), "vmap": ("fn",)}
 
 
 def _format_value(value) -> str:
@@ -40,15 +41,26 @@ def render_expr_assembly(fn: Function) -> str:
 
     Nodes are numbered in depth-first post-order from the outputs (operands
     in order); inputs and outputs carry their tensor types, ``diff`` marking
-    values that depend on a differentiable input.
+    values that depend on a differentiable input.  Functions called from
+    ``fn`` (``expr.call``/``expr.vmap`` nodes) follow as their own
+    ``expr.func`` blocks, in first-use order.
     """
+    from tapead.scaly.calls import callees
+    lines = ["expr.module {"]
+    for f in [fn] + callees(fn.outputs):
+        lines += _render_func(f)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _render_func(fn: Function) -> List[str]:
     order = topo_order(fn.outputs)
     number = {node.id: k for k, node in enumerate(order)}
     ins = ", ".join(f"%{leaf.name}: {node.type.render(node.diff)}"
                     for leaf, node in zip(fn.input_leaves, fn.inputs))
     outs = ", ".join(f"%{leaf.name}: {node.type.render(node.diff)}"
                      for leaf, node in zip(fn.output_leaves, fn.outputs))
-    lines = ["expr.module {", f"  expr.func @{fn.name}({ins}) -> ({outs}) {{"]
+    lines = [f"  expr.func @{fn.name}({ins}) -> ({outs}) {{"]
     for node in order:
         operands = ""
         if node.operands:
@@ -56,8 +68,8 @@ def render_expr_assembly(fn: Function) -> str:
         lines.append(f"    %{number[node.id]} = expr.{node.op}{operands}{_attrs(node)} : "
                      f"{node.type.render(node.diff)}")
     lines.append("    expr.return " + ", ".join(f"%{number[o.id]}" for o in fn.outputs))
-    lines += ["  }", "}"]
-    return "\n".join(lines)
+    lines.append("  }")
+    return lines
 
 
 # ---------------------------------------------------------------------------
