@@ -23,9 +23,14 @@ from tapead.scaly.function import Function, function
 from tapead.scaly.layout import G, L, arg, group
 from tapead.scaly.render import render_expr_assembly, render_lowered_program
 from tapead.scaly.simplify import simplify
+from tapead.scaly.sparsity import (Sparsity, acyclic_coloring, color_groups, column_coloring,
+                                   jacobian_sparsity, sparse_hessian, sparse_jacobian,
+                                   star_coloring)
 from tapead.scaly.types import TensorType, dtypes
 
-__all__ = ["Expr", "Function", "G", "L", "LayoutError", "NonScalarGradientError",
+__all__ = ["Sparsity", "acyclic_coloring", "color_groups", "column_coloring",
+           "jacobian_sparsity", "sparse_hessian", "sparse_jacobian", "star_coloring",
+           "Expr", "Function", "G", "L", "LayoutError", "NonScalarGradientError",
            "ScalyShapeError", "SymbolicBoolError", "TensorType", "UnknownNameError", "arg",
            "const", "dtypes", "forward", "function", "gradient", "group", "hessian",
            "jacobian", "render_expr_assembly", "render_lowered_program", "simplify", "stack",

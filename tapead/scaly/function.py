@@ -54,6 +54,9 @@ class Function:
         self._programs: Dict[bool, LoweredProgram] = {}
         self._simplified: Optional[List[Expr]] = None
         self._expanded: Optional[List[Expr]] = None
+        #: per output, its ``Sparsity`` when the output holds the compact values
+        #: of a sparse derivative (``sc.sparse_jacobian``), else None
+        self.output_sparsities: List[Any] = [None] * len(self.outputs)
 
     def _check_names(self) -> None:
         for what, names in (("input", self.input_names), ("output", self.output_names)):

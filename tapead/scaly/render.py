@@ -1,6 +1,7 @@
 """Printing graphs: the ``expr.module`` listing and the lowered program."""
 from __future__ import annotations
 
+import re
 from typing import Dict, List
 
 import numpy as np
@@ -23,7 +24,8 @@ def _format_value(value) -> str:
     arr = np.asarray(value)
     if arr.size == 0 and arr.ndim == 1:
         return "[]"
-    return np.array2string(arr, separator=", ", threshold=10, edgeitems=3)
+    text = np.array2string(arr, separator=", ", threshold=10, edgeitems=3)
+    return re.sub(r"\n\s*", " ", text)          # one line per node, also for 2-d values
 
 
 def _attrs(node: Expr) -> str:

@@ -1,0 +1,276 @@
+"""Sparse derivatives in the graph API: patterns, colorings, compact values.
+
+``sc.jacobian_sparsity(expr, sym)`` finds which entries of a Jacobian can be
+nonzero without numbers: the (expanded, simplified) graph is lowered once
+onto a tapead tape and the tape's pattern propagation runs over it (a C
+loop of sorted index-set unions for scalar nodes, one rule per array
+primitive; see ``tapead.sparse``).  ``sc.sparse_jacobian`` and
+``sc.sparse_hessian`` color that pattern (``tapead.coloring``), build the
+seed matrix S from the colors, differentiate the graph with one batched
+forward pass carrying the colors as directions (``J S``, or ``H S`` over the
+gradient's graph), and end with a fixed ``gather`` of the compressed product
+into the nonzeros in pattern order, all computed when the derivative
+Function is built.  The results are ordinary Functions with
+``output_sparsities``.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence, Tuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from tapead import coloring as _coloring
+from tapead import sparse as _tsparse
+from tapead.scaly.derivatives import _pick, forward_tangents_many, reverse_adjoints
+from tapead.scaly.errors import LayoutError, NonScalarGradientError
+from tapead.scaly.expr import Expr, const, gather, reshape, topo_order, zeros
+from tapead.scaly.function import Function, derived, leaf_like
+from tapead.scaly.types import TensorType, dtypes
+
+
+class Sparsity:
+    """A Boolean sparsity pattern of shape ``(rows, columns)``.
+
+    The nonzeros are numbered in *pattern order*, row by row and by column
+    within a row (CSR order); compact values follow that order.
+
+    Attributes
+    ----------
+    shape : tuple of int
+    nnz : int
+    row, col : ndarray of int, shape (nnz,)
+        Row and column of every nonzero, in pattern order.
+    """
+
+    __slots__ = ("_csr",)
+
+    def __init__(self, pattern: Any):
+        if not sp.issparse(pattern):
+            pattern = np.asarray(pattern)
+            if pattern.ndim != 2:
+                raise ValueError(f"a sparsity pattern is a 2-d matrix, got shape "
+                                 f"{pattern.shape}")
+        csr = sp.csr_array(pattern, dtype=bool)
+        csr.eliminate_zeros()
+        csr.sum_duplicates()
+        csr.sort_indices()
+        self._csr = csr
+
+    @property
+    def shape(self) -> Tuple[int, int]:
+        return tuple(self._csr.shape)
+
+    @property
+    def nnz(self) -> int:
+        return int(self._csr.nnz)
+
+    @property
+    def row(self) -> np.ndarray:
+        return np.repeat(np.arange(self.shape[0]), np.diff(self._csr.indptr))
+
+    @property
+    def col(self) -> np.ndarray:
+        return self._csr.indices.astype(np.int64)
+
+    def to_mask(self) -> np.ndarray:
+        """The pattern as a dense Boolean numpy array."""
+        return self._csr.toarray()
+
+    def to_scipy(self) -> sp.csr_array:
+        """The pattern as a ``scipy.sparse.csr_array`` of bool (a copy)."""
+        return self._csr.copy()
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Sparsity):
+            return NotImplemented
+        return self.shape == other.shape and (self._csr != other._csr).nnz == 0
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Sparsity({self.shape[0]}x{self.shape[1]}, nnz={self.nnz})"
+
+
+def _pattern_arg(pattern: Any) -> sp.csr_array:
+    return pattern._csr if isinstance(pattern, Sparsity) else Sparsity(pattern)._csr
+
+
+# ---------------------------------------------------------------------------
+# finding the pattern
+# ---------------------------------------------------------------------------
+
+def _generic_values(node: Expr) -> np.ndarray:
+    """Where the graph is recorded: the pattern does not depend on the values
+    (Scaly graphs have no branches), so any point away from special values
+    (0, 1, integers) will do."""
+    if node.dtype != dtypes.float64:
+        return np.ones(node.shape, node.dtype)
+    k = np.arange(1, node.size + 1, dtype=np.float64)
+    return (0.5 + 0.25 * np.sin(k)).reshape(node.shape)
+
+
+def _pattern(y: Expr, x: Expr) -> Sparsity:
+    """Pattern of d y / d x over the flattened elements, shape (y.size, x.size)."""
+    from tapead.scaly.calls import expand_calls
+    from tapead.scaly.lower import LoweredProgram
+    from tapead.scaly.simplify import simplify
+    (y,) = simplify(expand_calls([y]))
+    others = [n for n in topo_order([y]) if n.op == "input" and n is not x]
+    if not x.diff or all(n is not x for n in topo_order([y])):
+        return Sparsity(sp.csr_array((y.size, x.size), dtype=bool))
+    inputs = [x] + others
+    with np.errstate(all="ignore"):
+        prog = LoweredProgram(inputs, [y], [_generic_values(n) for n in inputs])
+    on_tape, ref = prog._slots[0]
+    if not on_tape:
+        return Sparsity(sp.csr_array((y.size, x.size), dtype=bool))
+    pats, total = _tsparse.tape_sparsity(prog.tape)
+    P = _tsparse._as_csr(pats[ref], total)
+    return Sparsity(sp.csr_array(P)[:, :x.size])
+
+
+def jacobian_sparsity(expr: Expr, wrt: Expr) -> Sparsity:
+    """Which entries of ``d expr / d wrt`` can be nonzero, without numbers.
+
+    Parameters
+    ----------
+    expr : sc.Expr
+        Any expression (calls to Functions are followed).
+    wrt : sc.Expr
+        An input symbol (``sc.sym``).
+
+    Returns
+    -------
+    Sparsity
+        Shape ``(expr.size, wrt.size)``, over the flattened elements.
+    """
+    if not isinstance(expr, Expr) or not isinstance(wrt, Expr):
+        raise TypeError("sc.jacobian_sparsity(expr, sym) takes two sc.Expr: an expression "
+                        "and an input symbol made with sc.sym")
+    if wrt.op != "input":
+        raise LayoutError(f"sc.jacobian_sparsity: the second argument must be an input "
+                          f"symbol (sc.sym), got {wrt!r}")
+    return _pattern(expr, wrt)
+
+
+def hessian_sparsity_expr(y: Expr, x: Expr) -> Tuple[Expr, Sparsity]:
+    """The gradient expression of a scalar ``y`` and the Hessian pattern: the
+    Jacobian pattern of the gradient plus its transpose."""
+    g = reverse_adjoints(y, const(np.ones(y.shape)), [x])[0]
+    P = _pattern(g, x)._csr
+    return g, Sparsity(P + P.T)
+
+
+# ---------------------------------------------------------------------------
+# colorings on patterns (Scaly's names; the kernels are tapead.coloring's)
+# ---------------------------------------------------------------------------
+
+def column_coloring(pattern: Any, order: str = "natural") -> Tuple[int, ...]:
+    """Greedy distance-2 column coloring: each column, in ``order``, takes the
+    smallest color not used by an earlier column sharing a row with it.
+
+    ``order`` is one of ``tapead.coloring.ORDERS`` (natural by default).
+    """
+    return tuple(_coloring.column_coloring(_pattern_arg(pattern), order=order))
+
+
+def star_coloring(pattern: Any, order: str = "natural") -> Tuple[int, ...]:
+    """Star coloring of a symmetric pattern (Gebremedhin, Tarafdar, Manne &
+    Pothen 2007, Algorithm 4.1): proper, and no path on four vertices uses
+    only two colors, so every Hessian entry can be read directly."""
+    return tuple(_coloring.star_coloring(_pattern_arg(pattern), order=order))
+
+
+def acyclic_coloring(pattern: Any, order: str = "natural") -> Tuple[int, ...]:
+    """Acyclic coloring of a symmetric pattern (no two-colored cycle); fewer
+    colors than star, recovery by substitution (functional API:
+    ``ta.sparse_hessian(f, coloring="acyclic")``)."""
+    return tuple(_coloring.acyclic_coloring(_pattern_arg(pattern), order=order))
+
+
+def color_groups(colors: Sequence[int]) -> Tuple[Tuple[int, ...], ...]:
+    """The columns of each color, ``((columns of color 0), (of color 1), ...)``."""
+    return _coloring.color_groups(colors)
+
+
+# ---------------------------------------------------------------------------
+# compressed derivatives
+# ---------------------------------------------------------------------------
+
+def _compressed(y: Expr, x: Expr, rec) -> Expr:
+    """Nonzeros in pattern order: one batched forward pass with the colors as
+    directions (``B = J S``, shape (m, K)), then a fixed gather."""
+    K, m = rec.ncolors, y.size
+    if rec.nnz == 0 or K == 0:
+        return zeros((rec.nnz,))
+    seeds = const(np.ascontiguousarray(rec.seed.T).reshape((K,) + x.shape))
+    t = forward_tangents_many([y], {x.id: seeds}, K)[0]
+    if t is None:
+        return zeros((rec.nnz,))
+    flat = reshape(t, (K * m,))
+    g = np.asarray(rec.gather, dtype=np.int64)      # index into B (m, K), C order
+    return gather(flat, (g % K) * m + g // K, (rec.nnz,))
+
+
+def _sparse_function(f: Function, kind: str, out: str, inp: str, value: Expr,
+                     pattern: Sparsity) -> Function:
+    label = f"{kind}_{out}_{inp}"
+    leaf = leaf_like(f.style, label, TensorType(value.shape))
+    fn = derived(f"{f.name}_{label}", f.params, leaf, f.inputs, [value], f.style)
+    fn.output_sparsities = [pattern]
+    return fn
+
+
+def sparse_jacobian(f: Function, out: str, inp: str, order: str = "natural") -> Function:
+    """``f_spjac_<out>_<inp>``: the nonzeros of the Jacobian, in pattern order.
+
+    The pattern (``output_sparsities[0]``, shape ``(out.size, inp.size)``)
+    is colored with :func:`column_coloring`; one batched forward pass with a
+    direction per color computes ``J S``, and a fixed gather picks entry
+    (i, j) from row i of column color(j).
+    """
+    y, x = _pick(f, out, inp)
+    pattern = _pattern(y, x)
+    colors = column_coloring(pattern, order=order)
+    rec = _coloring.jacobian_recovery(pattern._csr, colors)
+    return _sparse_function(f, "spjac", out, inp, _compressed(y, x, rec), pattern)
+
+
+_HESSIAN_COLORINGS = ("star", "column")
+
+
+def sparse_hessian(f: Function, out: str, inp: str, coloring: str = "star",
+                   order: str = "natural") -> Function:
+    """``f_sphess_<out>_<inp>``: the nonzeros of the Hessian, in pattern order.
+
+    Forward over reverse: the gradient's graph is built by reverse mode, its
+    Jacobian pattern plus the transpose is the (symmetric) Hessian pattern
+    (``output_sparsities[0]``), colored by :func:`star_coloring`, and one
+    batched forward pass over the gradient with a direction per color gives
+    ``H S``.  Entry (i, j) is read from row i of column color(j) when no
+    other column of that color has an entry in row i, and otherwise from row
+    j of column color(i).  ``coloring="column"`` treats H as a Jacobian
+    (distance-2 coloring, more directions).
+    """
+    if coloring not in _HESSIAN_COLORINGS:
+        raise ValueError(f"sc.sparse_hessian: unknown coloring {coloring!r}; use 'star' "
+                         "(direct recovery) or 'column'. Acyclic coloring recovers by "
+                         "substitution: use ta.sparse_hessian(f, coloring='acyclic')")
+    y, x = _pick(f, out, inp)
+    if y.size != 1:
+        raise NonScalarGradientError(
+            f"sc.sparse_hessian({f.name}, {out!r}, {inp!r}): output '{out}' has shape "
+            f"{y.shape}, not a single element")
+    g, pattern = hessian_sparsity_expr(y, x)
+    if coloring == "star":
+        colors = star_coloring(pattern, order=order)
+        rec = _coloring.star_recovery(pattern._csr, colors)
+    else:
+        colors = column_coloring(pattern, order=order)
+        rec = _coloring.jacobian_recovery(pattern._csr, colors)
+    return _sparse_function(f, "sphess", out, inp, _compressed(g, x, rec), pattern)
+
+
+__all__ = ["Sparsity", "jacobian_sparsity", "column_coloring", "star_coloring",
+           "acyclic_coloring", "color_groups", "sparse_jacobian", "sparse_hessian"]
