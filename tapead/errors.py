@@ -34,3 +34,25 @@ class NonScalarOutputError(TapeadError, TypeError):
 
 class ShapeError(TapeadError, ValueError):
     """Arrays whose shapes do not fit together."""
+
+
+# -- the graph API (tapead.scaly re-exports these under sc.*) -------------------
+
+class SymbolicBoolError(TapeadError, TypeError):
+    """A Python ``if``/``while``/``and``/``float()`` on a symbolic Scaly value."""
+
+
+class UnknownNameError(TapeadError, ValueError):
+    """A derivative request names an input or output the Function lacks."""
+
+
+class LayoutError(TapeadError, TypeError):
+    """Arguments or results that do not match a Function's declared layout."""
+
+
+class ScalyShapeError(ShapeError):
+    """A value or expression whose shape does not fit a Scaly declaration."""
+
+
+class NonScalarGradientError(NonScalarOutputError):
+    """``sc.gradient`` of an output with more than one element."""

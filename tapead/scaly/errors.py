@@ -1,31 +1,11 @@
-"""The exceptions the graph API raises on purpose.
+"""The exceptions the graph API raises on purpose (defined in ``tapead.errors``,
+where every tapead exception lives; re-exported here and as ``sc.*``).
 
-They subclass tapead's own classes (``tapead.errors``), so ``except
-tapead.TapeadError`` catches them too.  Every message says what was wrong and
-what to do instead.
+They subclass ``tapead.errors.TapeadError``, so ``except TapeadError``
+catches them too.  Every message says what was wrong and what to do instead.
 """
-from tapead.errors import NonScalarOutputError, ShapeError, TapeadError
-
-
-class SymbolicBoolError(TapeadError, TypeError):
-    """A Python ``if``/``while``/``and``/``float()`` on a symbolic value."""
-
-
-class UnknownNameError(TapeadError, ValueError):
-    """A derivative request names an input or output the Function lacks."""
-
-
-class LayoutError(TapeadError, TypeError):
-    """Arguments or results that do not match a Function's declared layout."""
-
-
-class ScalyShapeError(ShapeError):
-    """A value or expression whose shape does not fit a declaration."""
-
-
-class NonScalarGradientError(NonScalarOutputError):
-    """``sc.gradient`` of an output with more than one element."""
-
+from tapead.errors import (LayoutError, NonScalarGradientError, ScalyShapeError,
+                           SymbolicBoolError, TapeadError, UnknownNameError)
 
 __all__ = ["SymbolicBoolError", "UnknownNameError", "LayoutError", "ScalyShapeError",
            "NonScalarGradientError", "TapeadError"]
