@@ -371,10 +371,15 @@ def jacfwd(f: Callable, argnums: ArgNums = 0) -> Callable:
             oshape = np.shape(val)
             if t is None:
                 t = np.zeros((K,) + oshape, dtype=np.result_type(_core.concrete(val)))
-            t = np.asarray(t, dtype=np.result_type(_core.concrete(val))).reshape((K,) + oshape)
+            if isinstance(t, Box):      # tangents traced by an outer transform
+                from tapead._prims.shape import moveaxis, reshape
+            else:
+                moveaxis, reshape = np.moveaxis, np.reshape
+                t = np.asarray(t, dtype=np.result_type(_core.concrete(val)))
+            t = reshape(t, (K,) + oshape)
             blocks, off = [], 0
             for xin, m in zip(flat_in, sizes):
-                blk = np.moveaxis(t[off:off + m], 0, -1).reshape(oshape + np.shape(xin))
+                blk = reshape(moveaxis(t[off:off + m], 0, -1), oshape + np.shape(xin))
                 blocks.append(blk)
                 off += m
             jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))

@@ -59,3 +59,22 @@ def test_closure_over_outer_tracer_in_array_code():
         return ta.grad(lambda v: tnp.sum(w * v * v))(np.array([1.0, 2.0])).sum()
     # d/dw sum_i 2 w_i v_i  = 2 v
     np.testing.assert_allclose(ta.grad(outer)(np.array([0.5, 0.25])), [2.0, 4.0])
+
+
+def test_third_order_by_jacfwd_of_hessian_through_indexing():
+    # indexing's transpose (index_add) and jacfwd's blocks see tangents that an
+    # outer jacfwd traces: they must stay on that trace
+    def f(x):
+        return tnp.sin(x[0] * x[1]) * x[2] + x[1] ** 3
+
+    x = np.array([0.3, -0.8, 1.1])
+    T = ta.jacfwd(ta.hessian(f))(x)
+    a, b, c = x
+    s, co = np.sin(a * b), np.cos(a * b)
+    # d/dx of H[0, 1] = c (cos(ab) - ab sin(ab)), checked entry by entry
+    np.testing.assert_allclose(T[0, 1], [c * (-2 * b * s - a * b * b * co),
+                                         c * (-2 * a * s - a * a * b * co),
+                                         co - a * b * s], rtol=1e-13)
+    np.testing.assert_allclose(T[1, 1, 1], -c * a ** 3 * co + 6.0, rtol=1e-13)
+    np.testing.assert_allclose(T, np.transpose(T, (1, 0, 2)), rtol=1e-13)
+    np.testing.assert_allclose(T, ta.jacrev(ta.hessian(f))(x), rtol=1e-13)

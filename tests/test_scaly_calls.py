@@ -143,3 +143,36 @@ def test_vmap_errors_say_what_to_pass():
         sc.vmap(stage, 0, [w[:4], w[4:]])
     with pytest.raises(TypeError, match="sc.Function"):
         sc.vmap(lambda x: x, 4, [w[:4], w[4:]])
+
+
+def test_derivatives_of_composed_functions_to_any_depth():
+    @sc.function(sc.arg("u", 2))
+    def inner(u):
+        return (u[0] * u[1]).sin() + u[1] ** 3
+
+    @sc.function(sc.arg("x", 2))
+    def outer(x):
+        return inner(x * 1.5) * x[0]
+
+    def ref(x):
+        u = x * 1.5
+        return (tnp.sin(u[0] * u[1]) + u[1] ** 3) * x[0]
+
+    x = np.array([0.4, -0.7])
+    np.testing.assert_allclose(sc.hessian(outer, "out", "x")(x), ta.hessian(ref)(x),
+                               rtol=1e-13)
+    g = sc.gradient(outer, "out", "x")
+
+    @sc.function(sc.arg("x", 2))
+    def g0(x):                       # a derivative Function called inside a Function
+        return g(x)[0]
+    gg = sc.gradient(g0, "out", "x")
+    np.testing.assert_allclose(gg(x), ta.hessian(ref)(x)[0], rtol=1e-13)
+    # third order: the gradient of one entry of the gradient of that, twice over
+    @sc.function(sc.arg("x", 2))
+    def g01(x):
+        return gg(x)[1]
+    ggg = sc.gradient(g01, "out", "x")
+    third = ta.jacfwd(lambda x: ta.hessian(ref)(x)[0, 1])(x)
+    np.testing.assert_allclose(ggg(x), third, rtol=1e-12)
+    assert "expr.call" in sc.render_expr_assembly(g01)

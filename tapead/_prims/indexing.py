@@ -134,6 +134,11 @@ def _index_add_impl(g, idx, shape, dtype):
 
 
 def _index_add_batched(tans, ans, vals, params, K):
+    if isinstance(tans[0], Box):       # tangents traced by an outer transform: stay on it
+        from tapead._prims.shape import reshape, stack
+        t = reshape(tans[0], (K,) + np.shape(vals[0]))
+        return stack([index_add_zeros(t[k], params["idx"], params["shape"], params["dtype"])
+                      for k in range(K)])
     out = np.zeros((K,) + tuple(params["shape"]), dtype=_dtype(ans))
     view = _k_last(out)
     idx = _expand_ellipsis(params["idx"], len(params["shape"]))
