@@ -118,14 +118,25 @@ class Primitive(_core.PrimitiveBase):
             return None if total is None else np.broadcast_to(total, shape)
         if self.jvp_batched is not None:
             return self.jvp_batched(tans, ans, vals, params, K)
-        out = None
+        rows = []                            # one jvp per direction
         for d in range(K):
+            acc = None
             for k, t in enumerate(tans):
                 if t is not None:
                     c = self.jvp(k, t[d], ans, vals, params)
-                    if c is None:            # no derivative through this argument
-                        continue
-                    if out is None:
-                        out = np.zeros(shape, dtype=np.result_type(ans))
-                    out[d] += c
+                    if c is not None:        # None: no derivative through this argument
+                        acc = c if acc is None else acc + c
+            rows.append(acc)
+        if all(r is None for r in rows):
+            return None
+        dtype = np.result_type(_core.concrete(ans))
+        if any(isinstance(r, _core.Box) for r in rows):   # traced by an outer transform
+            from tapead._prims.shape import broadcast_to, stack
+            zero = np.zeros(np.shape(ans), dtype=dtype)
+            return stack([zero if r is None else broadcast_to(r, np.shape(ans))
+                          for r in rows])
+        out = np.zeros(shape, dtype=dtype)
+        for d, r in enumerate(rows):
+            if r is not None:
+                out[d] += r
         return out
