@@ -108,14 +108,17 @@ class Primitive(_core.PrimitiveBase):
             for k, t in enumerate(tans):
                 if t is None:
                     continue
-                x_nd = np.ndim(vals[k])
-                t = np.reshape(t, (K,) + (1,) * (len(shape) - 1 - x_nd) + np.shape(vals[k]))
+                want = (K,) + (1,) * (len(shape) - 1 - np.ndim(vals[k])) + np.shape(vals[k])
+                if np.shape(t) != want:
+                    t = np.reshape(t, want)
                 if self.jvps and k < len(self.jvps) and self.jvps[k] is not None:
                     c = self.jvps[k](t, ans, *vals, **params)
                 else:
                     c = self.jvp_any(k, t, ans, *vals, **params)
                 total = c if total is None else total + c
-            return None if total is None else np.broadcast_to(total, shape)
+            if total is None or np.shape(total) == shape:
+                return total
+            return np.broadcast_to(total, shape)
         if self.jvp_batched is not None:
             return self.jvp_batched(tans, ans, vals, params, K)
         rows = []                            # one jvp per direction

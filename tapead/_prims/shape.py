@@ -108,6 +108,18 @@ def _concat_vjp(k, g, ans, *xs, axis=0):
 concat_p.defvjp_any(_concat_vjp)
 
 
+def _concat_batched(tans, ans, vals, params, K):
+    """K directions at once: the tangents concatenated one axis further in."""
+    dtype = np.result_type(_core.concrete(ans))
+    parts = [np.zeros((K,) + np.shape(v), dtype) if t is None else
+             t if np.shape(t) == (K,) + np.shape(v) else reshape(t, (K,) + np.shape(v))
+             for t, v in zip(tans, vals)]
+    return concatenate(parts, axis=params["axis"] + 1)
+
+
+concat_p.jvp_batched = _concat_batched
+
+
 def concatenate(xs, axis=0):
     """``np.concatenate`` with derivatives."""
     xs = tuple(xs)
