@@ -175,6 +175,67 @@ def test_acyclic_coloring_valid_and_recovers(mask, order, seed):
     np.testing.assert_array_equal(rec.recover(H @ rec.seed), values)
 
 
+@settings(max_examples=150, deadline=None)
+@given(mask=symmetric_masks(), seed=st.integers(0, 2**32 - 1))
+def test_auto_order_valid_recovers_and_never_worse(mask, seed):
+    """order="auto" keeps the fewest colors, and the result passes the checkers."""
+    star = star_coloring(mask, "auto")
+    acyclic = acyclic_coloring(mask, "auto")
+    assert is_valid_star_coloring(mask, star)
+    assert is_valid_acyclic_coloring(mask, acyclic)
+    assert star == star_coloring(mask.copy(), "auto")          # deterministic
+    for order in ORDERS:
+        assert max(star, default=-1) <= max(star_coloring(mask, order), default=-1)
+        assert max(acyclic, default=-1) <= max(acyclic_coloring(mask, order), default=-1)
+    H = random_values(mask, np.random.default_rng(seed), symmetric=True)
+    for build, colors in ((star_recovery, star), (acyclic_recovery, acyclic)):
+        rec = build(mask, colors)
+        np.testing.assert_allclose(rec.to_sparse(rec.recover(H @ rec.seed)).toarray(), H,
+                                   rtol=0, atol=1e-12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(mask=st.integers(1, 12).flatmap(lambda m: st.integers(1, 12).flatmap(
+    lambda n: arrays(bool, (m, n), elements=st.booleans()))))
+def test_auto_column_coloring_valid_and_never_worse(mask):
+    colors = column_coloring(mask, "auto")
+    assert is_valid_column_coloring(mask, colors)
+    for order in ORDERS:
+        assert max(colors) <= max(column_coloring(mask, order))
+
+
+@settings(max_examples=150, deadline=None)
+@given(mask=symmetric_masks(), order=st.sampled_from(ORDERS))
+def test_distance2_star_kernel_is_a_star_coloring(mask, order):
+    """The GMP 2005 kernel that "auto" also tries, on its own, in every order."""
+    pat = tc._Pattern(mask)
+    ptr, adj, _ = pat.graph("star_coloring")
+    perm = tc._order((ptr, adj), pat.shape[0], order, None)
+    colors, ncolors = tc._coloring.star_coloring_d2_kernel(ptr, adj, perm)
+    assert is_valid_star_coloring(mask, colors)
+    assert ncolors == (colors.max() + 1 if len(colors) else 0)
+
+
+def test_auto_order_cases():
+    # Stops at the lower bound on the arrow (2) and tridiagonal (3 star, 2 acyclic).
+    assert star_coloring(arrow(4), "auto") == (0, 0, 0, 0, 1)
+    assert max(star_coloring(arrow(10**4), "auto")) + 1 == 2
+    assert max(star_coloring(tridiagonal(100), "auto")) + 1 == 3
+    assert max(acyclic_coloring(tridiagonal(100), "auto")) + 1 == 2
+    assert max(star_coloring(stencil5(30), "auto")) + 1 <= 5
+    assert column_coloring(SEED3, "auto") == (0, 0, 1)
+    # A random symmetric pattern where the distance-2 star algorithm in
+    # largest-first order wins (CasADi's default): 11 colors against 15.
+    a = sp.random_array((1000, 1000), density=0.003, rng=np.random.default_rng(0),
+                        format="csr").astype(bool)
+    sym = (a + a.T + sp.eye_array(1000, dtype=bool)).astype(bool).tocsr()
+    colors = star_coloring(sym, "auto")
+    assert is_valid_star_coloring(sym, colors)
+    assert max(colors) + 1 <= 11 < max(star_coloring(sym)) + 1
+    acyclic = acyclic_coloring(sym, "auto")
+    assert is_valid_acyclic_coloring(sym, acyclic) and max(acyclic) + 1 <= 7
+
+
 @settings(max_examples=60, deadline=None)
 @given(mask=symmetric_masks(10), order=st.sampled_from(ORDERS))
 def test_orders_are_permutations_and_deterministic(mask, order):
@@ -241,7 +302,7 @@ def test_wrong_b_shape():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="largest_first"):
+    with pytest.raises(ValueError, match="largest_first.*auto"):
         column_coloring(SEED3, order="random")
     with pytest.raises(ValueError, match="2-D"):
         column_coloring(np.ones(3))
