@@ -54,6 +54,10 @@ cdef class Tape(Trace):
         Node ids of the inputs, in the order they were created.
     last_sweep_steps : int
         Number of nodes whose rule ran in the last reverse sweep.
+    partials_stale : bool
+        The last replay computed values only (``evaluate``, or ``replay``
+        with ``partials=False``): the sweeps refuse the tape until a full
+        ``replay``.
     """
     cdef int32_t *op
     cdef int32_t *a
@@ -69,6 +73,7 @@ cdef class Tape(Trace):
     cdef double *adj_cache          # reused adjoint buffer (slot -1 first)
     cdef Py_ssize_t adj_cap
     cdef bint sweeping
+    cdef readonly bint partials_stale   # last replay computed values only
 
     def __cinit__(self, Py_ssize_t capacity=256):
         if capacity < 16:
@@ -350,6 +355,7 @@ cdef class Tape(Trace):
         cdef Record rec
         cdef int o
         cdef bint all_fast = True
+        self._check_partials("backward")
         for i in outputs:
             if i < 0 or i >= nn:
                 raise IndexError(f"output node {i} is not on this tape")
@@ -488,16 +494,56 @@ cdef class Tape(Trace):
         JVP (``prim.jvp_batched``) or, lacking one, its JVP once per
         direction.
         """
+        self._check_partials("forward_sweep")
         return tape_forward_sweep(self, seeds, outputs, K)
 
-    def replay(self, new_inputs):
+    def replay(self, new_inputs, bint partials=True):
         """Re-evaluate every node at new input values, without Python tracing.
+
+        ``partials=False`` computes the values only (no local partials, no
+        saved residuals): faster, for a tape used as a program; the sweeps
+        then refuse the tape until a full replay.  Long runs of scalar nodes
+        are replayed in C without the GIL.
 
         Raises ``GuardFlippedError`` when a recorded comparison (or a guarded
         index output) comes out differently: the recorded program would not be
         the one that runs.
         """
-        tape_replay(self, new_inputs)
+        tape_replay(self, new_inputs, partials)
+
+    def evaluate(self, new_inputs, outputs):
+        """The values of nodes ``outputs`` at new input values (a values-only
+        replay, as ``replay(new_inputs, partials=False)``).
+
+        The fast entry for calling a recorded program: every input must be
+        exactly of its recorded kind -- a float (``np.float64`` included) or a
+        0-d float64 array for a scalar input, an ndarray of the recorded shape
+        and dtype for an array input; otherwise returns ``None`` and leaves
+        the tape untouched, so the caller can convert and validate on a slower
+        path.  Array inputs are kept by reference until the next replay.
+
+        Parameters
+        ----------
+        new_inputs : sequence
+            One value per recorded input.
+        outputs : sequence of int
+            Node ids; a negative id gives ``None``.
+
+        Returns
+        -------
+        list or None
+            The value of each output (float for scalar nodes, the object
+            otherwise), or ``None``.
+        """
+        return tape_evaluate(self, new_inputs, outputs)
+
+    cdef int _check_partials(self, str what) except -1:
+        if self.partials_stale:
+            raise TapeReplayError(
+                f"Tape.{what}: the last replay computed values only (Tape.evaluate or "
+                "replay(..., partials=False)), so the local partials are stale; call "
+                "Tape.replay(inputs) first")
+        return 0
 
 
 cdef inline bint rec_is_fn_guard(object rec):

@@ -113,15 +113,154 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
             free(has - 1)
 
 
-cdef object tape_replay(Tape tp, new_inputs):
+cdef enum:
+    NOGIL_RUN = 32          # scalar runs at least this long replay without the GIL
+
+
+cdef inline double scalar_value(int op, double x, double y) noexcept nogil:
+    """The value of scalar opcode ``op`` at (x, y), without its partials.
+
+    sin and cos call libm's sin and cos (``scalar_eval`` calls ``sincos`` for
+    the partial as well); every other op is ``scalar_eval`` with its partials
+    dropped, which the compiler removes after inlining.
+    """
+    cdef double v, d0, d1
+    if op == OP_SIN:
+        return c_sin(x)
+    if op == OP_COS:
+        return c_cos(x)
+    if op == OP_MUL:
+        return x * y
+    if op == OP_ADD:
+        return x + y
+    scalar_eval(op, x, y, &v, &d0, &d1)
+    return v
+
+
+cdef void replay_scalar_run(const int32_t *op, const int32_t *a, const int32_t *b,
+                            double *val, double *p0, double *p1, Py_ssize_t start,
+                            Py_ssize_t stop, bint partials) noexcept nogil:
+    """Re-evaluate the scalar nodes start..stop-1 (values, and partials if asked).
+
+    Constant ops keep their constant in p1; a values-only run leaves p0/p1 alone.
+    """
+    cdef Py_ssize_t i
+    cdef int o
+    cdef double v, d0, d1, y
+    if partials:
+        for i in range(start, stop):
+            o = op[i]
+            y = val[b[i]] if o < FIRST_CONST else p1[i]
+            scalar_eval(o, val[a[i]], y, &v, &d0, &d1)
+            val[i] = v
+            p0[i] = d0
+            p1[i] = d1
+    else:
+        for i in range(start, stop):
+            o = op[i]
+            y = val[b[i]] if o < FIRST_CONST else p1[i]
+            val[i] = scalar_value(o, val[a[i]], y)
+
+
+cdef inline bint _same_shape(object x, object y):
+    if type(x) is np.ndarray and type(y) is np.ndarray:
+        return (<object>x).shape == (<object>y).shape
+    return np.shape(x) == np.shape(y)
+
+
+cdef object replay_nodes(Tape tp, bint partials):
+    """Re-evaluate every node from the values of the input nodes.
+
+    Runs of scalar nodes are one C loop (without the GIL when long); object
+    nodes call their primitive (``partials``: and save its residuals); guards
+    are checked.  ``partials=False`` leaves the tape's partials and residuals
+    stale (``Tape.partials_stale``), so sweeps refuse it until a full replay.
+    """
+    cdef Py_ssize_t i = 0, j, k, np_, pid, nn = tp.n
+    cdef int o
+    cdef Record rec
+    cdef tuple parents, consts
+    cdef list argl
+    if not partials:
+        tp.partials_stale = True
+    while i < nn:
+        o = tp.op[i]
+        if o >= FIRST_BINARY:
+            j = i + 1
+            while j < nn and tp.op[j] >= FIRST_BINARY:
+                j += 1
+            if j - i >= NOGIL_RUN:
+                with nogil:
+                    replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, i, j, partials)
+            else:
+                replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, i, j, partials)
+            i = j
+            continue
+        if o == OP_OBJ:
+            rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
+            if rec.prim is not None:
+                parents, consts = rec.parents, rec.consts
+                np_ = len(parents)
+                argl = [None] * np_
+                for k in range(np_):
+                    pid = <Py_ssize_t>parents[k]
+                    argl[k] = tp.value(pid) if pid >= 0 else consts[k]
+                args = tuple(argl)
+                ans = rec.prim.impl(*args, **rec.params)
+                if type(ans) is np.ndarray and (<object>ans).ndim == 0 and \
+                        (<object>ans).dtype is _FLOAT64:
+                    ans = float(ans)
+                if isinstance(rec.ans, float) != isinstance(ans, float) or \
+                        not _same_shape(ans, rec.ans):
+                    raise TapeReplayError(
+                        f"node {i} ({rec.prim}) changed shape on replay; re-record")
+                rec.ans = ans
+                if partials:
+                    rec.saved = rec.prim.save(args, ans)
+                if isinstance(ans, float):
+                    tp.val[i] = ans
+        elif o == OP_GUARD:
+            check_guard(tp, i)
+        i += 1
+    if partials:
+        tp.partials_stale = False
+
+
+cdef check_guard(Tape tp, Py_ssize_t i):
+    """Raise ``GuardFlippedError`` if guard node ``i`` comes out differently."""
+    cdef Record rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
+    if rec_is_fn_guard(rec):
+        _, ia, fn, result, what = rec.info
+        now = fn(tp.value(ia))
+        if not np.array_equal(now, result):
+            raise GuardFlippedError(
+                f"{what} recorded at node {i} was {result!r} and is {now!r} at the "
+                "new inputs; values computed from it would be stale. Re-record the "
+                "function at these inputs (ta.record) or use ta.grad, which traces "
+                "eagerly.")
+        return
+    code, ia, ib, ca, cb, result = rec.info
+    xa = tp.value(ia) if ia >= 0 else ca
+    xb = tp.value(ib) if ib >= 0 else cb
+    now = _CMP[code](xa, xb)
+    same = (np.array_equal(now, result) if isinstance(result, np.ndarray)
+            else bool(now) == result)
+    if not same:
+        names = ("<", "<=", ">", ">=", "==", "!=")
+        raise GuardFlippedError(
+            f"a comparison recorded at node {i} ({ca!r} {names[code]} {cb!r} "
+            f"was {result!r}) comes out differently at the new inputs "
+            f"({xa!r} {names[code]} {xb!r}); the recorded program is not "
+            "the one Python would run here. Re-record the function at "
+            "these inputs (ta.record) or use ta.grad, which traces eagerly.")
+
+
+cdef object tape_replay(Tape tp, new_inputs, bint partials):
     """Re-evaluate every node at new input values, without Python tracing.
 
     Raises ``GuardFlippedError`` when a recorded comparison comes out
     differently (the recorded program would not be the one that runs).
     """
-    cdef Py_ssize_t i, nn = tp.n
-    cdef int o
-    cdef double v, d0, d1, y
     cdef Record rec
     new_inputs = list(new_inputs)
     if len(new_inputs) != len(tp.inputs):
@@ -143,54 +282,42 @@ cdef object tape_replay(Tape tp, new_inputs):
                     f"input node {nid} was recorded with shape {np.shape(rec.ans)} "
                     f"but got shape {value.shape}; re-record the function")
             rec.ans = value.astype(np.result_type(rec.ans), copy=False)
-    for i in range(nn):
-        o = tp.op[i]
-        if o >= FIRST_BINARY:
-            y = tp.val[tp.b[i]] if o < FIRST_CONST else tp.p1[i]
-            scalar_eval(o, tp.val[tp.a[i]], y, &v, &d0, &d1)
-            tp.val[i] = v
-            tp.p0[i] = d0
-            tp.p1[i] = d1
-        elif o == OP_OBJ:
-            rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
-            if rec.prim is None:
-                continue
-            args = tuple(tp.value(pid) if pid >= 0 else c
-                         for pid, c in zip(rec.parents, rec.consts))
-            ans = rec.prim.impl(*args, **rec.params)
-            if isinstance(ans, np.ndarray) and ans.ndim == 0 and ans.dtype == np.float64:
-                ans = float(ans)
-            if isinstance(rec.ans, float) != isinstance(ans, float) or \
-                    np.shape(ans) != np.shape(rec.ans):
-                raise TapeReplayError(
-                    f"node {i} ({rec.prim}) changed shape on replay; re-record")
-            rec.ans = ans
-            rec.saved = rec.prim.save(args, ans)
-            if isinstance(ans, float):
-                tp.val[i] = ans
-        elif o == OP_GUARD and rec_is_fn_guard(tp.recs[<Py_ssize_t>tp.p0[i]]):
-            rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
-            _, ia, fn, result, what = rec.info
-            now = fn(tp.value(ia))
-            if not np.array_equal(now, result):
-                raise GuardFlippedError(
-                    f"{what} recorded at node {i} was {result!r} and is {now!r} at the "
-                    "new inputs; values computed from it would be stale. Re-record the "
-                    "function at these inputs (ta.record) or use ta.grad, which traces "
-                    "eagerly.")
-        elif o == OP_GUARD:
-            rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
-            code, ia, ib, ca, cb, result = rec.info
-            xa = tp.value(ia) if ia >= 0 else ca
-            xb = tp.value(ib) if ib >= 0 else cb
-            now = _CMP[code](xa, xb)
-            same = (np.array_equal(now, result) if isinstance(result, np.ndarray)
-                    else bool(now) == result)
-            if not same:
-                names = ("<", "<=", ">", ">=", "==", "!=")
-                raise GuardFlippedError(
-                    f"a comparison recorded at node {i} ({ca!r} {names[code]} {cb!r} "
-                    f"was {result!r}) comes out differently at the new inputs "
-                    f"({xa!r} {names[code]} {xb!r}); the recorded program is not "
-                    "the one Python would run here. Re-record the function at "
-                    "these inputs (ta.record) or use ta.grad, which traces eagerly.")
+    replay_nodes(tp, partials)
+
+
+cdef inline bint _exact_scalar(object v):
+    return isinstance(v, float) or (type(v) is np.ndarray and (<object>v).ndim == 0
+                                    and (<object>v).dtype is _FLOAT64)
+
+
+cdef object tape_evaluate(Tape tp, new_inputs, outputs):
+    """Values of the nodes ``outputs`` after a values-only replay at
+    ``new_inputs``; ``None`` (the tape untouched) when an input is not exactly
+    of its recorded kind."""
+    cdef Py_ssize_t k, nid, n = len(tp.inputs)
+    cdef list inputs = tp.inputs
+    cdef Record rec
+    if len(new_inputs) != n:
+        return None
+    for k in range(n):                       # check every input before writing any
+        nid = <Py_ssize_t>inputs[k]
+        v = new_inputs[k]
+        if tp.op[nid] == OP_INPUT:
+            if not _exact_scalar(v):
+                return None
+        else:
+            ans = (<Record>tp.recs[<Py_ssize_t>tp.p0[nid]]).ans
+            if type(v) is not np.ndarray or type(ans) is not np.ndarray or \
+                    (<object>v).shape != (<object>ans).shape or \
+                    not ((<object>v).dtype is (<object>ans).dtype or
+                         (<object>v).dtype == (<object>ans).dtype):
+                return None
+    for k in range(n):
+        nid = <Py_ssize_t>inputs[k]
+        v = new_inputs[k]
+        if tp.op[nid] == OP_INPUT:
+            tp.val[nid] = <double>v if isinstance(v, float) else <double>float(v)
+        else:
+            (<Record>tp.recs[<Py_ssize_t>tp.p0[nid]]).ans = v
+    replay_nodes(tp, False)
+    return [tp.value(<Py_ssize_t>i) if i >= 0 else None for i in outputs]
