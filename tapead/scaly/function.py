@@ -98,6 +98,12 @@ class Function:
     # -- calling ----------------------------------------------------------
     def __call__(self, *args):
         """Evaluate on numbers (numpy results) or build call nodes on expressions."""
+        program = self._programs.get(True)
+        if program is not None:
+            # fast path: floats and arrays of exactly the declared shapes and dtypes
+            result = program.run_exact(args)
+            if result is not None:
+                return result
         if len(args) != len(self.params):
             raise LayoutError(f"function {self.name} takes {len(self.params)} argument(s) "
                               f"({', '.join(map(repr, self.params))}), got {len(args)}")
@@ -120,7 +126,14 @@ class Function:
         program = self._programs.get(simplify)
         if program is None:
             outputs = self.simplified_outputs() if simplify else self.expanded_outputs()
-            program = LoweredProgram(self.inputs, outputs, values)
+            program = LoweredProgram(self.inputs, outputs, values, elementwise=True)
+            if simplify and all(isinstance(p, lay.Leaf) for p in self.params):
+                # one argument per input leaf: __call__ may hand them over as they are
+                layout = self.output_layout
+                program.set_packing(
+                    (lambda outs: outs[0]) if isinstance(layout, lay.Leaf) else
+                    tuple if all(isinstance(i, lay.Leaf) for i in layout.items) else
+                    (lambda outs: lay.unflatten([layout], outs)[0]))
             self._programs[simplify] = program
         return program(values)
 

@@ -3,18 +3,38 @@
 Every Function is evaluated by the compiled tape interpreter: the (simplified)
 DAG is walked once in topological order, applying each op's ``fn`` (tapead
 numpy operations) to ``Tape.input`` tracers, which records a tape.  Later
-calls re-evaluate that tape with ``Tape.replay(new_inputs)``; no Python
-tracing happens again.
+calls re-evaluate that tape with ``Tape.evaluate`` (a replay of the values
+only, scalar runs in C without the GIL); no Python tracing happens again.
+``LoweredProgram.run_exact`` is the fast entry of ``Function.__call__`` for
+arguments that are already numbers of the right kind.
+
+Scalar code over small vectors (``x[0] * x[2]``, gradients that scatter
+scalars into a vector and add the pieces) is lowered *element by element*:
+such a float64 input is fed to the tape as one scalar input per element, and
+``gather``, ``scatter``, ``add``, ``sub``, ``neg``, ``reshape`` and ``stack``
+of scalars keep their value as a map of flat positions to scalar tape values
+(``_Elements``).  Those ops then record scalar C nodes, or none at all,
+instead of one array node each; an array is packed (one ``scaly_pack`` node)
+only where an op needs the whole array or a Function output is one.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+import tapead.numpy as tnp
+from tapead import _core
 from tapead._core import Tape, Tracer
+from tapead._prims.base import Primitive
 from tapead.scaly.errors import LayoutError
 from tapead.scaly.expr import OPS, Expr, topo_order
+
+#: A float64 input of at most this many elements that is indexed elementwise
+#: is fed to the tape element by element ...
+SPREAD_ALWAYS = 64
+#: ... and a larger one when its gathers read at least this share of it.
+SPREAD_SHARE = 0.25
 
 
 def _tape_value(value: np.ndarray) -> Any:
@@ -31,10 +51,84 @@ def _result(value: Any, dtype: np.dtype) -> Any:
     return np.array(value, dtype=dtype)
 
 
+def _converter(dtype: np.dtype, on_tape: bool, ref: Any) -> Callable[[Any], Any]:
+    """How one output's tape value becomes its result (chosen once)."""
+    if on_tape and dtype == np.float64:
+        return lambda v: np.float64(v) if type(v) is float else _result(v, dtype)
+    if on_tape:
+        return lambda v: _result(v, dtype)
+    return lambda v: _result(ref, dtype)        # constant: a fresh copy each call
+
+
 def free_inputs(outputs: Sequence[Expr], inputs: Sequence[Expr]) -> List[Expr]:
     """Input nodes the outputs depend on that are not among ``inputs``."""
     known = {i.id for i in inputs}
     return [n for n in topo_order(outputs) if n.op == "input" and n.id not in known]
+
+
+# ---------------------------------------------------------------------------
+# element-by-element values
+# ---------------------------------------------------------------------------
+
+def _pack_impl(*scalars, shape):
+    return np.array(scalars, dtype=np.float64).reshape(shape)
+
+
+#: scalars -> one float64 array of ``shape`` (C order): how elementwise
+#: values become an array on the tape.
+pack_p = Primitive("scaly_pack", _pack_impl, saves=())
+pack_p.defvjp_any(lambda k, g, ans, *xs, shape: tnp.reshape(g, (-1,))[k])
+
+
+class _Elements:
+    """A float64 array during lowering, kept element by element.
+
+    ``items`` maps flat (C order) positions to scalar tape values (tracers
+    or numbers); missing positions are zero.
+    """
+
+    __slots__ = ("shape", "size", "items")
+
+    def __init__(self, shape, items: Dict[int, Any]):
+        self.shape = tuple(shape)
+        self.size = int(np.prod(self.shape, dtype=np.int64))
+        self.items = items
+
+
+def _is_zero(v: Any) -> bool:
+    return type(v) is float and v == 0.0
+
+
+def _merge(a: _Elements, b: _Elements, own_a: bool, sign: float) -> _Elements:
+    """``a + b`` (``sign`` 1) or ``a - b`` (-1); ``own_a``: a's map may be reused."""
+    items = a.items if own_a else dict(a.items)
+    for k, v in b.items.items():
+        if k in items:
+            items[k] = tnp.add(items[k], v) if sign > 0 else tnp.subtract(items[k], v)
+        else:
+            items[k] = v if sign > 0 else tnp.negative(v)
+    return _Elements(a.shape, items)
+
+
+def _spread_inputs(inputs: Sequence[Expr], order: Sequence[Expr]) -> Dict[int, bool]:
+    """Input node id -> whether its whole array is needed too, for the float64
+    inputs fed element by element."""
+    gathered: Dict[int, set] = {}
+    whole: Dict[int, bool] = {}
+    ids = {node.id for node in inputs if node.dtype == np.float64 and node.ndim >= 1}
+    for node in order:
+        for o in node.operands:
+            if o.id in ids:
+                if node.op == "gather":
+                    gathered.setdefault(o.id, set()).update(node.attrs["indices"])
+                else:
+                    whole[o.id] = True
+    out = {}
+    for node in inputs:
+        picked = gathered.get(node.id)
+        if picked and (node.size <= SPREAD_ALWAYS or len(picked) >= SPREAD_SHARE * node.size):
+            out[node.id] = whole.get(node.id, False)
+    return out
 
 
 class LoweredProgram:
@@ -43,21 +137,49 @@ class LoweredProgram:
     Parameters
     ----------
     inputs : list of Expr
-        Input nodes, one tape input each (in order).
+        Input nodes, each fed to the tape as one input (its array) or, when
+        indexed elementwise, one scalar input per element (and its array
+        when an op needs it whole).
     outputs : list of Expr
     values : list of numpy arrays
         Where the tape is first recorded.
+    elementwise : bool
+        Lower scalar code over small vectors element by element (see the
+        module's docstring).  Off, every input is one tape input, in order,
+        and every op records its ``fn`` (what tape analyses such as sparsity
+        patterns expect).
     """
 
     def __init__(self, inputs: Sequence[Expr], outputs: Sequence[Expr],
-                 values: Sequence[np.ndarray]):
+                 values: Sequence[np.ndarray], elementwise: bool = False):
         self.inputs, self.outputs = list(inputs), list(outputs)
         self.tape = Tape()
+        order = topo_order(self.outputs)
+        spread = _spread_inputs(self.inputs, order) if elementwise else {}
+        self._elementwise_ops = elementwise
+        # per Function input: (fed whole, fed elementwise)
+        self._feed = [(node.id not in spread or spread[node.id], node.id in spread)
+                      for node in self.inputs]
+        self._spread = bool(spread)
+        uses: Dict[int, int] = {}
+        for node in order:
+            for o in node.operands:
+                uses[o.id] = uses.get(o.id, 0) + 1
+        for node in self.outputs:
+            uses[node.id] = uses.get(node.id, 0) + 1
         env: Dict[int, Any] = {}
+        self._dense_of: Dict[int, Any] = {}
         try:
-            for node, value in zip(self.inputs, values):
-                env[node.id] = self.tape.input(_tape_value(value))
-            for node in topo_order(self.outputs):
+            for node, value, (whole, elementwise) in zip(self.inputs, values, self._feed):
+                if whole:
+                    env[node.id] = self.tape.input(_tape_value(value))
+                if elementwise:
+                    if whole:
+                        self._dense_of[node.id] = env[node.id]
+                    flat = np.asarray(value, dtype=np.float64).ravel().tolist()
+                    env[node.id] = _Elements(node.shape, dict(enumerate(
+                        self.tape.input_many(flat))))
+            for node in order:
                 if node.id in env:
                     continue
                 if node.op == "input":
@@ -66,28 +188,136 @@ class LoweredProgram:
                 if node.op == "const":
                     env[node.id] = _tape_value(node.attrs["value"])
                     continue
-                args = [env[o.id] for o in node.operands]
-                env[node.id] = OPS[node.op].fn(*args, **node.attrs)
+                value = self._elementwise(node, env, uses)
+                if value is None:
+                    args = [self._dense(o, env) for o in node.operands]
+                    value = OPS[node.op].fn(*args, **node.attrs)
+                env[node.id] = value
+            results = [self._dense(node, env) for node in self.outputs]
         finally:
             self.tape.active = False
         self._slots = []
-        for node in self.outputs:
-            v = env[node.id]
+        for v in results:
             if isinstance(v, Tracer) and v.tape is self.tape:
                 self._slots.append((True, v.idx))
             else:
                 self._slots.append((False, v.primal if isinstance(v, Tracer) else v))
+        self._ids = [ref if on_tape else -1 for on_tape, ref in self._slots]
+        self._convert = [_converter(node.dtype, on_tape, ref)
+                         for (on_tape, ref), node in zip(self._slots, self.outputs)]
+        self._one_float = (len(self._ids) == 1 and self._ids[0] >= 0
+                           and self.outputs[0].dtype == np.float64)
+        self._pack: Optional[Callable[[List[Any]], Any]] = None
         self._fresh = True
 
+    # -- lowering ----------------------------------------------------------
+    def _elementwise(self, node: Expr, env: Dict[int, Any], uses: Dict[int, int]) -> Any:
+        """The value of ``node`` computed element by element, or None when
+        the op is not one that keeps elements (or its operands are arrays)."""
+        if not self._elementwise_ops or node.dtype != np.float64:
+            return None
+        op, attrs = node.op, node.attrs
+        vals = [env[o.id] for o in node.operands]
+        if op == "gather" and isinstance(vals[0], _Elements):
+            items = vals[0].items
+            if attrs["shape"] == ():
+                return items.get(attrs["indices"][0], 0.0)
+            return _Elements(attrs["shape"], {j: items[i] for j, i in
+                                              enumerate(attrs["indices"]) if i in items})
+        if op == "scatter":
+            (x,), (v,) = node.operands, vals
+            if x.shape == () and x.dtype == np.float64:
+                pieces = {0: v} if not _is_zero(v) else {}
+            elif isinstance(v, _Elements):
+                pieces = v.items
+            else:
+                return None
+            items: Dict[int, Any] = {}
+            for j, i in enumerate(attrs["indices"]):
+                if j in pieces:
+                    items[i] = tnp.add(items[i], pieces[j]) if i in items else pieces[j]
+            return _Elements(attrs["shape"], items)
+        if op in ("add", "sub") and all(isinstance(v, _Elements) and v.shape == node.shape
+                                        for v in vals):
+            a, b = node.operands
+            return _merge(vals[0], vals[1], uses.get(a.id) == 1 and a is not b,
+                          1.0 if op == "add" else -1.0)
+        if op == "neg" and isinstance(vals[0], _Elements):
+            return _Elements(node.shape, {k: tnp.negative(v)
+                                          for k, v in vals[0].items.items()})
+        if op == "reshape" and isinstance(vals[0], _Elements):
+            return _Elements(node.shape, dict(vals[0].items))
+        if op == "stack" and node.ndim == 1 and all(
+                o.shape == () and o.dtype == np.float64 for o in node.operands):
+            return _Elements(node.shape, {k: v for k, v in enumerate(vals) if not _is_zero(v)})
+        return None
+
+    def _dense(self, node: Expr, env: Dict[int, Any]) -> Any:
+        """``node``'s value as a tape value (elementwise values packed once)."""
+        value = env[node.id]
+        if not isinstance(value, _Elements):
+            return value
+        dense = self._dense_of.get(node.id)
+        if dense is None:
+            flat = [value.items.get(k, 0.0) for k in range(value.size)]
+            if any(isinstance(v, _core.Box) for v in flat):
+                dense = _core.bind(pack_p, *flat, shape=value.shape)
+            else:
+                dense = _pack_impl(*flat, shape=value.shape)
+            self._dense_of[node.id] = dense
+        return dense
+
+    # -- evaluation --------------------------------------------------------
     @property
     def n_nodes(self) -> int:
         """Nodes of the recorded tape."""
         return self.tape.n_nodes
 
+    def _tape_inputs(self, args: Sequence[Any]) -> Optional[List[Any]]:
+        """The tape's inputs for the Function's ``args`` (None if an input fed
+        element by element is not a float64 array of its shape)."""
+        if not self._spread:
+            return args
+        if len(args) != len(self.inputs):
+            return None
+        out: List[Any] = []
+        for a, node, (whole, elementwise) in zip(args, self.inputs, self._feed):
+            if whole:
+                out.append(a)
+            if elementwise:
+                if type(a) is not np.ndarray or a.dtype != np.float64 or a.shape != node.shape:
+                    return None
+                out.extend(a.ravel().tolist())
+        return out
+
     def __call__(self, values: Sequence[np.ndarray]) -> List[Any]:
-        """The outputs at ``values`` (replay; the first call reuses the recording)."""
-        if not self._fresh:
-            self.tape.replay([_tape_value(v) for v in values])
-        self._fresh = False
-        return [_result(self.tape.value(ref) if on_tape else ref, node.dtype)
-                for (on_tape, ref), node in zip(self._slots, self.outputs)]
+        """The outputs at ``values`` (checked arrays of the input leaves' shapes
+        and dtypes); the first call reuses the recording."""
+        if self._fresh:
+            self._fresh = False
+            raw = [self.tape.value(i) if i >= 0 else None for i in self._ids]
+        else:
+            raw = self.tape.evaluate(self._tape_inputs(values), self._ids)
+            if raw is None:                 # not exact (e.g. a 0-d int64 for a float)
+                self.tape.replay([_tape_value(v) if isinstance(v, np.ndarray) else v
+                                  for v in self._tape_inputs(values)], partials=False)
+                raw = [self.tape.value(i) if i >= 0 else None for i in self._ids]
+        return [convert(v) for convert, v in zip(self._convert, raw)]
+
+    def set_packing(self, pack: Callable[[List[Any]], Any]) -> None:
+        """Enable ``run_exact``: ``pack(outputs)`` is the caller's result."""
+        self._pack = pack
+
+    def run_exact(self, args: Sequence[Any]) -> Any:
+        """``pack(outputs)`` at ``args`` (one per input), or ``None`` when an
+        argument is not exactly of its input's kind (see ``Tape.evaluate``) or
+        packing is not set; nothing is converted or validated here."""
+        if self._pack is None or self._fresh:
+            return None
+        feed = self._tape_inputs(args) if self._spread else args
+        raw = None if feed is None else self.tape.evaluate(feed, self._ids)
+        if raw is None:
+            return None
+        if self._one_float and type(raw[0]) is float:
+            return self._pack([np.float64(raw[0])])
+        return self._pack([convert(v) for convert, v in zip(self._convert, raw)])
