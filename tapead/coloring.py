@@ -431,6 +431,22 @@ class _Recovery:
         return sp.csr_array((values, self._indices.copy(), self._indptr.copy()),
                             shape=self.shape)
 
+    def _flat_tangents(self, T: Any) -> np.ndarray:
+        T = np.asarray(T)
+        want = (self.ncolors, self.shape[0])
+        if T.shape != want:
+            raise ValueError(
+                f"T has shape {T.shape}, but the tangents {self._kind} @ S of this pattern, "
+                f"one row per direction, have shape {want}: pass B.T, or use recover(B)")
+        if T.dtype != np.float64:
+            T = T.astype(np.float64)
+        return np.ascontiguousarray(T).reshape(-1)
+
+    def _transposed(self, gather: np.ndarray) -> np.ndarray:
+        """Flat indices into ``B`` (m, K) -> the same entries of ``B.T``."""
+        nc = max(self.ncolors, 1)
+        return (gather % nc) * self.shape[0] + gather // nc
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(shape={self.shape}, nnz={self.nnz}, "
                 f"ncolors={self.ncolors})")
@@ -449,10 +465,16 @@ class JacobianRecovery(_Recovery):
     def __init__(self, pat: _Pattern, colors: np.ndarray, ncolors: int, gather):
         super().__init__(pat, colors, ncolors)
         self.gather = gather
+        self._gather_t = self._transposed(gather)
 
     def recover(self, B: Any) -> np.ndarray:
         """Nonzero values of J in pattern (CSR) order, shape (nnz,)."""
-        return self._flat(B)[self.gather]
+        return np.take(self._flat(B), self.gather)
+
+    def recover_tangents(self, T: Any) -> np.ndarray:
+        """``recover(T.T)`` for ``T`` of shape (ncolors, m): the layout of a
+        K-direction forward sweep (one row per direction), without a transpose."""
+        return np.take(self._flat_tangents(T), self._gather_t)
 
 
 class StarRecovery(JacobianRecovery):
@@ -480,15 +502,23 @@ class AcyclicRecovery(_Recovery):
         self.diag_pos = diag_pos
         self.diag_gather = diag_gather
         self._acc = np.zeros(pat.shape[0] + 1)
+        self._gather_t = self._transposed(gather)
+        self._diag_gather_t = self._transposed(diag_gather)
+
+    def _solve(self, flat, gather, diag_gather) -> np.ndarray:
+        values = np.zeros(self.nnz)
+        values[self.diag_pos] = flat[diag_gather]
+        _coloring.substitute(flat, gather, self.plan, self.tree_ptr, self._acc, values)
+        return values
 
     def recover(self, B: Any) -> np.ndarray:
         """Nonzero values of H in pattern (CSR) order, shape (nnz,)."""
         flat = np.asarray(self._flat(B), dtype=np.float64)
-        values = np.zeros(self.nnz)
-        values[self.diag_pos] = flat[self.diag_gather]
-        _coloring.substitute(flat, self.gather, self.plan, self.tree_ptr, self._acc,
-                             values)
-        return values
+        return self._solve(flat, self.gather, self.diag_gather)
+
+    def recover_tangents(self, T: Any) -> np.ndarray:
+        """``recover(T.T)`` for ``T`` of shape (ncolors, n), without a transpose."""
+        return self._solve(self._flat_tangents(T), self._gather_t, self._diag_gather_t)
 
 
 def jacobian_recovery(pattern: Any, colors: Sequence[int]) -> JacobianRecovery:

@@ -354,16 +354,67 @@ def _vector(x, what: str) -> np.ndarray:
     return x
 
 
-def _forward(tape, out, seed: np.ndarray, m: int) -> np.ndarray:
-    """``J @ seed`` (m, K) by one K-direction forward sweep of the recorded tape."""
-    K = seed.shape[1]
+_OP_OBJ = 1          # object node (tapead._core opcodes); 0 and 2 are scalar inputs, guards
+_OP_LAST_NONSCALAR = 2
+
+
+def _object_steps(tape, out: int):
+    """The object nodes a forward sweep must visit for the tangent of node
+    ``out``, as ``[(i, record)]`` in tape order: those on a path from the input
+    to ``out``.  ``None`` when the tape has scalar nodes (the C sweep runs).
+
+    The tape of ``grad(f)`` also holds ``f``'s own value (``sum(sin(...))``),
+    which the gradient does not read; skipping it saves its tangents.
+    """
+    op, _, _ = tape.export_nodes()
+    if op.size and op.max() > _OP_LAST_NONSCALAR:
+        return None
+    need = np.zeros(out + 1, dtype=bool)
+    need[out] = True
+    recs = {}
+    for i in range(out, -1, -1):
+        if need[i] and op[i] == _OP_OBJ:
+            rec = recs[i] = tape.record(i)
+            if rec.prim is not None:
+                for p in rec.parents:
+                    if p >= 0:
+                        need[p] = True
+    reached = {tape.inputs[0]}
+    steps = []
+    for i in range(tape.inputs[0] + 1, out + 1):
+        rec = recs.get(i)
+        if rec is not None and rec.prim is not None and \
+                any(p in reached for p in rec.parents):
+            reached.add(i)
+            steps.append((i, rec))
+    return steps
+
+
+def _tangents(tape, out, seed_t: np.ndarray, m: int) -> np.ndarray:
+    """``(J @ S).T`` (K, m) by one K-direction forward sweep of the recorded
+    tape; ``seed_t`` is ``S.T`` (K, n), C-contiguous."""
+    K = seed_t.shape[0]
     if K == 0 or not (type(out) is Tracer and out.tape is tape):
-        return np.zeros((m, K))
-    (t,) = tape.forward_sweep({tape.inputs[0]: np.ascontiguousarray(seed.T)},
-                              [out.idx], K)
+        return np.zeros((K, m))
+    steps = _object_steps(tape, out.idx)
+    if steps is None:
+        (t,) = tape.forward_sweep({tape.inputs[0]: seed_t}, [out.idx], K)
+    else:
+        tan = {tape.inputs[0]: seed_t}
+        for i, rec in steps:
+            tans = [tan.get(p) for p in rec.parents]
+            if not any(t is not None for t in tans):
+                continue
+            args = tuple(tape.value(p) if p >= 0 else c
+                         for p, c in zip(rec.parents, rec.consts))
+            t = rec.prim.jvp_many(tans, rec.ans, args, rec.params, K)
+            if t is not None:
+                tan[i] = (np.asarray(t, dtype=np.float64).reshape(K)
+                          if type(rec.ans) is float else t)
+        t = tan.get(out.idx)
     if t is None:
-        return np.zeros((m, K))
-    return np.asarray(t, dtype=np.float64).reshape(K, m).T
+        return np.zeros((K, m))
+    return np.asarray(t, dtype=np.float64).reshape(K, m)
 
 
 def _reverse(tape, out, seed: np.ndarray, n: int) -> np.ndarray:
@@ -439,14 +490,15 @@ _COLORINGS = {"star": (_coloring.star_coloring, _coloring.star_recovery),
 
 
 def sparse_jacobian(f: Callable, coloring: str = "column",
-                    order: str = "natural") -> Callable:
+                    order: str = "auto") -> Callable:
     """The Jacobian of ``f`` as a sparse matrix, by coloring and forward mode.
 
     The pattern (:func:`jacobian_sparsity`) and its column coloring are
     computed at the first call for an input shape and cached; every call
     records ``f`` once and pushes K = number of colors seed directions
     through the tape in one forward sweep, then reads the nonzeros off the
-    compressed product ``J @ S``.
+    compressed product ``J @ S``.  Recording at every call (rather than
+    replaying one recording) keeps Python branches on ``x`` right.
 
     Parameters
     ----------
@@ -457,7 +509,9 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
         with K directions (``J @ S``); ``"row"``: of the rows, K reverse
         sweeps (``J.T @ S``) -- fewer colors when m << n.
     order : str
-        Vertex order for the coloring (see :data:`tapead.coloring.ORDERS`).
+        Vertex order for the coloring (see :data:`tapead.coloring.ORDERS`);
+        the default ``"auto"`` keeps the fewest colors over the orders (a
+        few colorings at the first call, fewer directions at every call).
 
     Returns
     -------
@@ -490,38 +544,44 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
                 P = sp.csr_array(P.T)
                 P.sort_indices()
             colors = _coloring.column_coloring(P, order=order)
-            cache[key] = _coloring.jacobian_recovery(P, colors)
+            rec = _coloring.jacobian_recovery(P, colors)
+            cache[key] = (rec, np.ascontiguousarray(rec.seed.T))
         return cache[key]
 
     @functools.wraps(f)
     def jac(x):
         x = _vector(x, "sparse_jacobian")
         tape, out, *_ = _record(f, (x,), {}, 0, "sparse_jacobian")
-        rec = recovery_at(tape, out, x)
+        rec, seed_t = recovery_at(tape, out, x)
         if rows:
             B = _reverse(tape, out, rec.seed, x.size)
             return sp.csr_array(rec.to_sparse(rec.recover(B)).T)
-        B = _forward(tape, out, rec.seed, rec.shape[0])
-        return rec.to_sparse(rec.recover(B))
+        T = _tangents(tape, out, seed_t, rec.shape[0])
+        return rec.to_sparse(rec.recover_tangents(T))
 
     def recovery(x):
         x = _vector(x, "sparse_jacobian")
         tape, out, *_ = _record(f, (x,), {}, 0, "sparse_jacobian")
-        return recovery_at(tape, out, x)
+        return recovery_at(tape, out, x)[0]
 
     jac.recovery = recovery
     return jac
 
 
 def sparse_hessian(f: Callable, coloring: str = "star",
-                   order: str = "natural") -> Callable:
+                   order: str = "auto") -> Callable:
     """The Hessian of a scalar ``f`` as a sparse matrix, forward over reverse.
 
     The gradient ``grad(f)`` is recorded on an outer tape; its Jacobian
     pattern, symmetrized, is the Hessian pattern (cached per input shape with
     its coloring and recovery).  Each call records the gradient once and
     pushes K = number of colors directions through that tape in one forward
-    sweep (``H @ S``), then recovers the nonzeros.
+    sweep (``H @ S``) that visits only the nodes the gradient depends on (not
+    ``f``'s own value), then recovers the nonzeros.  The gradient is
+    recorded afresh at every call: a recorded gradient tape holds constants
+    its rules derived from ``x`` (``sign(x)`` for ``abs``, the mask of
+    ``maximum``, the branch a Python ``if`` took), which a replay at a new
+    ``x`` would reuse silently.
 
     Parameters
     ----------
@@ -531,7 +591,9 @@ def sparse_hessian(f: Callable, coloring: str = "star",
         Star: direct recovery; acyclic: fewer colors, recovery by
         substitution.
     order : str
-        Vertex order for the coloring.
+        Vertex order for the coloring; the default ``"auto"`` keeps the fewest
+        colors over the orders and, for star coloring, two algorithms (see
+        :func:`tapead.coloring.star_coloring`).
 
     Returns
     -------
@@ -558,21 +620,22 @@ def sparse_hessian(f: Callable, coloring: str = "star",
         key = (x.shape, x.dtype.str)
         if key not in cache:
             P = _symmetric(_output_pattern(tape, out, x.size))
-            cache[key] = recovery_fn(P, color_fn(P, order=order))
+            rec = recovery_fn(P, color_fn(P, order=order))
+            cache[key] = (rec, np.ascontiguousarray(rec.seed.T))
         return cache[key]
 
     @functools.wraps(f)
     def hess(x):
         x = _vector(x, "sparse_hessian")
         tape, out, *_ = _record(g, (x,), {}, 0, "sparse_hessian")
-        rec = recovery_at(tape, out, x)
-        B = _forward(tape, out, rec.seed, rec.shape[0])
-        return rec.to_sparse(rec.recover(B))
+        rec, seed_t = recovery_at(tape, out, x)
+        T = _tangents(tape, out, seed_t, rec.shape[0])
+        return rec.to_sparse(rec.recover_tangents(T))
 
     def recovery(x):
         x = _vector(x, "sparse_hessian")
         tape, out, *_ = _record(g, (x,), {}, 0, "sparse_hessian")
-        return recovery_at(tape, out, x)
+        return recovery_at(tape, out, x)[0]
 
     hess.recovery = recovery
     return hess

@@ -145,6 +145,7 @@ def test_column_coloring_valid_and_recovers(mask, order, seed):
     values = rec.recover(J @ rec.seed)
     np.testing.assert_allclose(rec.to_sparse(values).toarray(), J, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(values, sp.csr_array(J).data)
+    np.testing.assert_array_equal(rec.recover_tangents((J @ rec.seed).T), values)
 
 
 @settings(max_examples=150, deadline=None)
@@ -159,6 +160,8 @@ def test_star_coloring_valid_and_recovers(mask, order, seed):
         rec = build(mask, colors)
         values = rec.recover(H @ rec.seed)
         np.testing.assert_allclose(rec.to_sparse(values).toarray(), H, rtol=0, atol=1e-12)
+        # The forward sweep's layout (one row per direction) gives the same values.
+        np.testing.assert_array_equal(rec.recover_tangents((H @ rec.seed).T), values)
 
 
 @settings(max_examples=150, deadline=None)
@@ -299,6 +302,8 @@ def test_wrong_b_shape():
         arec.recover(np.ones(10))
     with pytest.raises(ValueError, match="recover"):
         rec.to_sparse(np.ones(4))
+    with pytest.raises(ValueError, match=r"shape \(2, 3\).*B.T"):
+        rec.recover_tangents(np.ones((3, 2)))
 
 
 def test_bad_arguments():

@@ -234,6 +234,55 @@ def test_sparse_hessian_matches_dense(f, n, coloring):
                                    atol=1e-12 * max(1.0, np.abs(Hd).max()))
 
 
+@pytest.mark.parametrize("f,n", HESS_CASES + [(lambda x: tnp.sum(tnp.sin(x[:-1] * x[-1])), 9)],
+                         ids=["arrow", "rosenbrock", "scalar_loop", "sin_arrow"])
+def test_pruned_sweep_matches_the_tape_sweep(f, n):
+    """The sweep that skips f's own value gives the tape's full K-direction sweep."""
+    from tapead.sparse import _object_steps, _tangents
+    from tapead.transforms import grad
+    x = RNG.standard_normal(n)
+    tape, out, *_ = _record(grad(f), (x,), {}, 0, "t")
+    seed_t = np.ascontiguousarray(RNG.standard_normal((3, n)))
+    (full,) = tape.forward_sweep({tape.inputs[0]: seed_t}, [out.idx], 3)
+    np.testing.assert_allclose(_tangents(tape, out, seed_t, n), np.reshape(full, (3, n)),
+                               rtol=1e-13, atol=1e-13)
+    steps = _object_steps(tape, out.idx)
+    if steps is not None:                       # object tape: f's value is skipped
+        assert len(steps) < sum(tape.export_nodes()[0] == 1) - 1
+
+
+def branchy(x):
+    """Python branch and value-dependent rules (abs, maximum) on x."""
+    if x[0] > 0:
+        return tnp.sum(tnp.abs(x) ** 3) + tnp.sum(tnp.maximum(x[:-1], 0.0) ** 3 * x[1:])
+    return tnp.sum(tnp.sin(x[:-1] * x[1:])) + tnp.sum(x ** 4)
+
+
+def test_branch_and_sign_changes_between_calls():
+    """Every call records afresh, so a branch or sign that flips is followed."""
+    hess = ta.sparse_hessian(branchy)
+    jac = ta.sparse_jacobian(lambda x: tnp.abs(x[1:]) * x[:-1] if x[0] > 0 else x[1:] ** 2)
+    for x in (np.array([1.0, -2.0, 0.5, 3.0, -1.5]), np.array([-1.0, 2.0, -0.5, 3.0, 1.5]),
+              np.array([2.0, 1.0, -0.5, -3.0, 1.5])):
+        np.testing.assert_allclose(hess(x).toarray(), ta.hessian(branchy)(x), rtol=1e-12,
+                                   atol=1e-12)
+        J = ta.jacfwd(lambda v: tnp.abs(v[1:]) * v[:-1] if v[0] > 0 else v[1:] ** 2)(x)
+        np.testing.assert_allclose(jac(x).toarray(), J, rtol=1e-12, atol=1e-12)
+
+
+def test_default_order_is_auto_and_never_worse():
+    x = RNG.standard_normal(40)
+    f = lambda x: tnp.sum(tnp.sin(x[IDX40[:, 0]] * x[IDX40[:, 1]] * x[IDX40[:, 2]]))  # noqa
+    auto = ta.sparse_hessian(f).recovery(x).ncolors
+    for order in ("natural", "largest_first", "smallest_last", "incidence_degree"):
+        assert auto <= ta.sparse_hessian(f, order=order).recovery(x).ncolors
+    np.testing.assert_allclose(ta.sparse_hessian(f)(x).toarray(), ta.hessian(f)(x),
+                               rtol=1e-12, atol=1e-12)
+
+
+IDX40 = np.random.default_rng(5).integers(0, 40, size=(60, 3))
+
+
 def test_large_rosenbrock_hessian_is_cheap():
     n = 5000
     x = RNG.standard_normal(n)
