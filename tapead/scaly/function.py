@@ -99,7 +99,7 @@ class Function:
     def __call__(self, *args):
         """Evaluate on numbers (numpy results) or build call nodes on expressions."""
         program = self._programs.get(True)
-        if program is not None:
+        if program is not None and program.takes_args:
             # fast path: floats and arrays of exactly the declared shapes and dtypes
             result = program.run_exact(args)
             if result is not None:
@@ -112,7 +112,13 @@ class Function:
             from tapead.scaly.calls import call_nodes
             outs = call_nodes(self, flat)
         else:
+            if program is not None and not program.takes_args:     # groups unpacked
+                result = program.run_exact(flat)
+                if result is not None:
+                    return result
             outs = self.evaluate(flat)
+        if isinstance(self.output_layout, lay.Leaf):
+            return outs[0]
         return lay.unflatten([self.output_layout], outs)[0]
 
     def evaluate(self, flat_values: Sequence[Any], simplify: bool = True) -> List[Any]:
@@ -121,19 +127,20 @@ class Function:
         ``simplify=False`` runs the graph exactly as built (for checking the
         simplifier).  Both lower to a tape once and replay it afterwards.
         """
-        values = [lay.check_value_shape(leaf, v, f"function {self.name}")
+        where = f"function {self.name}"
+        values = [lay.check_value_shape(leaf, v, where)
                   for leaf, v in zip(self.input_leaves, flat_values)]
         program = self._programs.get(simplify)
         if program is None:
             outputs = self.simplified_outputs() if simplify else self.expanded_outputs()
             program = LoweredProgram(self.inputs, outputs, values, elementwise=True)
-            if simplify and all(isinstance(p, lay.Leaf) for p in self.params):
-                # one argument per input leaf: __call__ may hand them over as they are
+            if simplify:            # __call__'s fast path returns pack(outputs)
                 layout = self.output_layout
                 program.set_packing(
                     (lambda outs: outs[0]) if isinstance(layout, lay.Leaf) else
                     tuple if all(isinstance(i, lay.Leaf) for i in layout.items) else
-                    (lambda outs: lay.unflatten([layout], outs)[0]))
+                    (lambda outs: lay.unflatten([layout], outs)[0]),
+                    takes_args=all(isinstance(p, lay.Leaf) for p in self.params))
             self._programs[simplify] = program
         return program(values)
 

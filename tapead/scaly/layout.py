@@ -92,6 +92,8 @@ def leaves(layouts: Sequence[Any]) -> List[Leaf]:
 
 def flatten(layouts: Sequence[Any], values: Sequence[Any], what: str) -> List[Any]:
     """The values of the leaves of ``values`` arranged as ``layouts``."""
+    if all(isinstance(layout, Leaf) for layout in layouts):
+        return list(values)[:len(layouts)]
     out: List[Any] = []
     stack = list(reversed(list(zip(layouts, values))))
     while stack:
@@ -135,13 +137,14 @@ def infer_output_layout(result: Any) -> Any:
 
 def check_value_shape(leaf: Leaf, value: Any, where: str) -> np.ndarray:
     """``value`` as an array of the leaf's dtype, or a clear shape error."""
-    from tapead.scaly.errors import ScalyShapeError
-    arr = np.asarray(value)
-    if arr.dtype == object:
+    shape, dtype = leaf.type.shape, leaf.type.dtype
+    arr = value if type(value) is np.ndarray else np.asarray(value)
+    if arr.dtype.hasobject:
         raise LayoutError(f"{where}: input '{leaf.name}' got a {type(value).__name__}, "
                           "which is not a number or an array")
-    if arr.shape != leaf.type.shape:
+    if arr.shape != shape:
+        from tapead.scaly.errors import ScalyShapeError
         raise ScalyShapeError(
-            f"{where}: input '{leaf.name}' expects shape {leaf.type.shape}, got an array of "
-            f"shape {arr.shape}; pass an array of shape {leaf.type.shape}")
-    return arr.astype(leaf.type.dtype, copy=False)
+            f"{where}: input '{leaf.name}' expects shape {shape}, got an array of "
+            f"shape {arr.shape}; pass an array of shape {shape}")
+    return arr if arr.dtype == dtype else arr.astype(dtype)

@@ -208,6 +208,7 @@ class LoweredProgram:
         self._one_float = (len(self._ids) == 1 and self._ids[0] >= 0
                            and self.outputs[0].dtype == np.float64)
         self._pack: Optional[Callable[[List[Any]], Any]] = None
+        self.takes_args = False
         self._fresh = True
 
     # -- lowering ----------------------------------------------------------
@@ -304,9 +305,11 @@ class LoweredProgram:
                 raw = [self.tape.value(i) if i >= 0 else None for i in self._ids]
         return [convert(v) for convert, v in zip(self._convert, raw)]
 
-    def set_packing(self, pack: Callable[[List[Any]], Any]) -> None:
-        """Enable ``run_exact``: ``pack(outputs)`` is the caller's result."""
+    def set_packing(self, pack: Callable[[List[Any]], Any], takes_args: bool) -> None:
+        """Enable ``run_exact``: ``pack(outputs)`` is the caller's result;
+        ``takes_args``: the caller's arguments are the inputs, one each."""
         self._pack = pack
+        self.takes_args = takes_args
 
     def run_exact(self, args: Sequence[Any]) -> Any:
         """``pack(outputs)`` at ``args`` (one per input), or ``None`` when an
