@@ -59,6 +59,15 @@ cdef class Trace:
         self.active = True
 
 
+def traces_started():
+    """How many transforms (tapes and forward traces) were started so far.
+
+    A difference of two readings counts the transforms that ran in between,
+    e.g. the ones nested inside a function being recorded.
+    """
+    return _next_level
+
+
 # --------------------------------------------------------------------------
 # records of object nodes
 # --------------------------------------------------------------------------

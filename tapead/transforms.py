@@ -15,7 +15,7 @@ from tapead import _core, _prims  # noqa: F401  (_prims installs the rules)
 from tapead._core import Box, Dual, ForwardTrace, Tape, Tracer, shape_of
 from tapead._prims.elementwise import stop_gradient  # noqa: F401  (re-exported)
 from tapead._tree import tree_flatten, tree_unflatten
-from tapead.errors import NonScalarOutputError, ShapeError
+from tapead.errors import NonScalarOutputError, ShapeError, TapeReplayError
 
 __all__ = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian",
            "hvp", "record", "Recording", "stop_gradient"]
@@ -461,8 +461,17 @@ class Recording:
 
     def __init__(self, f, args):
         self.f = f
+        started = _core.traces_started()
         self.tape, out, _, _, self._in_leaves, self._in_trees, self._in_ids = _record(
             f, args, {}, tuple(range(len(args))), "record")
+        if _core.traces_started() - started > 1:
+            raise TapeReplayError(
+                "record: the function runs another transform inside (ta.grad, ta.jvp, "
+                "ta.jacfwd, ta.checkpoint, ...). That transform's derivative rules and "
+                "branch checks saw the recording's input values, and a replay cannot "
+                "update them, so the recording would return wrong numbers at new inputs. "
+                "Call the function directly, or record a function without the inner "
+                "transform (for second derivatives use ta.hessian or ta.hvp)")
         if not (type(out) is Tracer and out.tape is self.tape):
             raise TypeError("record: the function's output does not depend on its "
                             "inputs; nothing to record")

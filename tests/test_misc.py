@@ -352,3 +352,14 @@ def test_percent_operator_and_stop_gradient_in_jacfwd():
     np.testing.assert_array_equal(ta.grad(lambda v: tnp.sum(3.0 % v))(x),
                                   -np.floor(3.0 / x))
     np.testing.assert_array_equal(ta.jacfwd(lambda v: v * ta.stop_gradient(v))(x), np.diag(x))
+
+
+def test_record_refuses_functions_that_run_an_inner_transform():
+    # the inner gradient's rules saw the recording's values (sign of x, which
+    # branch of where/if): a replay would return the old branch's numbers
+    c = np.array([0.3, 0.7])
+    inner = ta.grad(lambda x: tnp.sum(tnp.abs(x) * x))
+    with pytest.raises(ta.errors.TapeReplayError, match="inner transform"):
+        ta.record(lambda x: tnp.sum(inner(x) * c), np.array([1.0, 2.0]))
+    rec = ta.record(lambda x: tnp.sum(tnp.abs(x) * x * c), np.array([1.0, 2.0]))
+    assert rec(np.array([-1.0, 2.0])) == pytest.approx(-0.3 + 2.8)
