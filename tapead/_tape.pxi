@@ -511,7 +511,7 @@ cdef class Tape(Trace):
         """
         tape_replay(self, new_inputs, partials)
 
-    def evaluate(self, new_inputs, outputs):
+    def evaluate(self, new_inputs, outputs, spread=None):
         """The values of nodes ``outputs`` at new input values (a values-only
         replay, as ``replay(new_inputs, partials=False)``).
 
@@ -525,9 +525,13 @@ cdef class Tape(Trace):
         Parameters
         ----------
         new_inputs : sequence
-            One value per recorded input.
+            One value per recorded input (see ``spread``).
         outputs : sequence of int
             Node ids; a negative id gives ``None``.
+        spread : sequence of int, optional
+            One count per value: 0 for a value that is one input, m > 0 for
+            a float64 array of m elements that fill the next m scalar inputs
+            (C order) -- an array fed to the tape element by element.
 
         Returns
         -------
@@ -535,7 +539,7 @@ cdef class Tape(Trace):
             The value of each output (float for scalar nodes, the object
             otherwise), or ``None``.
         """
-        return tape_evaluate(self, new_inputs, outputs)
+        return tape_evaluate(self, new_inputs, outputs, spread)
 
     cdef int _check_partials(self, str what) except -1:
         if self.partials_stale:

@@ -1,6 +1,8 @@
 # The K-direction forward sweep over a recorded tape and its replay at new
 # inputs (included by _core.pyx after _tape.pxi).
 
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS
+
 
 cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
     """Push K tangent directions through the tape at once.
@@ -290,18 +292,32 @@ cdef inline bint _exact_scalar(object v):
                                     and (<object>v).dtype is _FLOAT64)
 
 
-cdef object tape_evaluate(Tape tp, new_inputs, outputs):
+cdef object tape_evaluate(Tape tp, new_inputs, outputs, spread):
     """Values of the nodes ``outputs`` after a values-only replay at
     ``new_inputs``; ``None`` (the tape untouched) when an input is not exactly
-    of its recorded kind."""
-    cdef Py_ssize_t k, nid, n = len(tp.inputs)
+    of its recorded kind.  ``spread[j] > 0``: value j is a float64 array whose
+    elements fill that many consecutive scalar inputs."""
+    cdef Py_ssize_t j, e, m, k = 0, nid, n = len(tp.inputs), nv = len(new_inputs)
     cdef list inputs = tp.inputs
-    cdef Record rec
-    if len(new_inputs) != n:
-        return None
-    for k in range(n):                       # check every input before writing any
+    cdef Py_buffer view
+    cdef const double *data
+    if spread is not None and len(spread) != nv:
+        raise ValueError(f"Tape.evaluate: {len(spread)} spread counts for {nv} values")
+    for j in range(nv):                      # check every input before writing any
+        v = new_inputs[j]
+        m = 0 if spread is None else spread[j]
+        if m > 0:
+            if type(v) is not np.ndarray or (<object>v).dtype is not _FLOAT64 or \
+                    (<object>v).size != m or k + m > n:
+                return None
+            for e in range(k, k + m):
+                if tp.op[<Py_ssize_t>inputs[e]] != OP_INPUT:
+                    return None
+            k += m
+            continue
+        if k >= n:
+            return None
         nid = <Py_ssize_t>inputs[k]
-        v = new_inputs[k]
         if tp.op[nid] == OP_INPUT:
             if not _exact_scalar(v):
                 return None
@@ -312,12 +328,30 @@ cdef object tape_evaluate(Tape tp, new_inputs, outputs):
                     not ((<object>v).dtype is (<object>ans).dtype or
                          (<object>v).dtype == (<object>ans).dtype):
                 return None
-    for k in range(n):
+        k += 1
+    if k != n:
+        return None
+    k = 0
+    for j in range(nv):
+        v = new_inputs[j]
+        m = 0 if spread is None else spread[j]
+        if m > 0:
+            try:
+                PyObject_GetBuffer(v, &view, PyBUF_C_CONTIGUOUS)
+            except (BufferError, ValueError):  # a strided view: copy it once
+                v = np.ascontiguousarray(v)
+                PyObject_GetBuffer(v, &view, PyBUF_C_CONTIGUOUS)
+            data = <const double *>view.buf
+            for e in range(m):
+                tp.val[<Py_ssize_t>inputs[k + e]] = data[e]
+            PyBuffer_Release(&view)
+            k += m
+            continue
         nid = <Py_ssize_t>inputs[k]
-        v = new_inputs[k]
         if tp.op[nid] == OP_INPUT:
             tp.val[nid] = <double>v if isinstance(v, float) else <double>float(v)
         else:
             (<Record>tp.recs[<Py_ssize_t>tp.p0[nid]]).ans = v
+        k += 1
     replay_nodes(tp, False)
     return [tp.value(<Py_ssize_t>i) if i >= 0 else None for i in outputs]

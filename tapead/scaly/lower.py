@@ -19,6 +19,7 @@ only where an op needs the whole array or a Function output is one.
 """
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
@@ -58,6 +59,19 @@ def _converter(dtype: np.dtype, on_tape: bool, ref: Any) -> Callable[[Any], Any]
     if on_tape:
         return lambda v: _result(v, dtype)
     return lambda v: _result(ref, dtype)        # constant: a fresh copy each call
+
+
+def _fresh_array(value: np.ndarray) -> np.ndarray:
+    """A ``scaly_pack`` output: a new float64 array at every replay, no copy."""
+    return value
+
+
+def _packs(tape: Tape, i: int) -> bool:
+    """Whether node ``i`` is a ``scaly_pack`` node."""
+    try:
+        return tape.record(i).prim is pack_p
+    except ValueError:                          # a scalar node has no record
+        return False
 
 
 def free_inputs(outputs: Sequence[Expr], inputs: Sequence[Expr]) -> List[Expr]:
@@ -161,6 +175,9 @@ class LoweredProgram:
         self._feed = [(node.id not in spread or spread[node.id], node.id in spread)
                       for node in self.inputs]
         self._spread = bool(spread)
+        # Tape.evaluate's spread counts, one per value _tape_inputs passes
+        self._counts = [c for node, (whole, elementwise) in zip(self.inputs, self._feed)
+                        for c in ([0] if whole else []) + ([node.size] if elementwise else [])]
         uses: Dict[int, int] = {}
         for node in order:
             for o in node.operands:
@@ -205,6 +222,9 @@ class LoweredProgram:
         self._ids = [ref if on_tape else -1 for on_tape, ref in self._slots]
         self._convert = [_converter(node.dtype, on_tape, ref)
                          for (on_tape, ref), node in zip(self._slots, self.outputs)]
+        for k, i in enumerate(self._ids):        # packed outputs are new arrays each call
+            if i >= 0 and self._ids.index(i) == k and _packs(self.tape, i):
+                self._convert[k] = _fresh_array
         self._one_float = (len(self._ids) == 1 and self._ids[0] >= 0
                            and self.outputs[0].dtype == np.float64)
         self._pack: Optional[Callable[[List[Any]], Any]] = None
@@ -275,8 +295,9 @@ class LoweredProgram:
         return self.tape.n_nodes
 
     def _tape_inputs(self, args: Sequence[Any]) -> Optional[List[Any]]:
-        """The tape's inputs for the Function's ``args`` (None if an input fed
-        element by element is not a float64 array of its shape)."""
+        """``Tape.evaluate``'s values for the Function's ``args`` (spread by
+        ``self._counts``), or None if an input fed element by element is not an
+        array of its shape."""
         if not self._spread:
             return args
         if len(args) != len(self.inputs):
@@ -286,10 +307,15 @@ class LoweredProgram:
             if whole:
                 out.append(a)
             if elementwise:
-                if type(a) is not np.ndarray or a.dtype != np.float64 or a.shape != node.shape:
+                if type(a) is not np.ndarray or a.shape != node.shape:
                     return None
-                out.extend(a.ravel().tolist())
+                out.append(a)
         return out
+
+    def _evaluate(self, feed: Optional[Sequence[Any]]) -> Optional[List[Any]]:
+        if feed is None:
+            return None
+        return self.tape.evaluate(feed, self._ids, self._counts if self._spread else None)
 
     def __call__(self, values: Sequence[np.ndarray]) -> List[Any]:
         """The outputs at ``values`` (checked arrays of the input leaves' shapes
@@ -298,10 +324,12 @@ class LoweredProgram:
             self._fresh = False
             raw = [self.tape.value(i) if i >= 0 else None for i in self._ids]
         else:
-            raw = self.tape.evaluate(self._tape_inputs(values), self._ids)
+            raw = self._evaluate(self._tape_inputs(values))
             if raw is None:                 # not exact (e.g. a 0-d int64 for a float)
-                self.tape.replay([_tape_value(v) if isinstance(v, np.ndarray) else v
-                                  for v in self._tape_inputs(values)], partials=False)
+                feed = []
+                for v, count in zip(self._tape_inputs(values), self._counts or repeat(0)):
+                    feed.extend(v.ravel().tolist() if count else [_tape_value(v)])
+                self.tape.replay(feed, partials=False)
                 raw = [self.tape.value(i) if i >= 0 else None for i in self._ids]
         return [convert(v) for convert, v in zip(self._convert, raw)]
 
@@ -317,8 +345,7 @@ class LoweredProgram:
         packing is not set; nothing is converted or validated here."""
         if self._pack is None or self._fresh:
             return None
-        feed = self._tape_inputs(args) if self._spread else args
-        raw = None if feed is None else self.tape.evaluate(feed, self._ids)
+        raw = self._evaluate(self._tape_inputs(args) if self._spread else args)
         if raw is None:
             return None
         if self._one_float and type(raw[0]) is float:
