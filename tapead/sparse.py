@@ -376,15 +376,17 @@ def _object_steps(tape, out: int):
         if need[i] and op[i] == _OP_OBJ:
             rec = recs[i] = tape.record(i)
             if rec.prim is not None:
-                for p in rec.parents:
-                    if p >= 0:
+                skip = rec.prim.nondiff_args
+                for k, p in enumerate(rec.parents):
+                    if p >= 0 and k not in skip:
                         need[p] = True
     reached = {tape.inputs[0]}
     steps = []
     for i in range(tape.inputs[0] + 1, out + 1):
         rec = recs.get(i)
         if rec is not None and rec.prim is not None and \
-                any(p in reached for p in rec.parents):
+                any(p in reached for k, p in enumerate(rec.parents)
+                    if k not in rec.prim.nondiff_args):
             reached.add(i)
             steps.append((i, rec))
     return steps
@@ -402,7 +404,8 @@ def _tangents(tape, out, seed_t: np.ndarray, m: int) -> np.ndarray:
     else:
         tan = {tape.inputs[0]: seed_t}
         for i, rec in steps:
-            tans = [tan.get(p) for p in rec.parents]
+            tans = [None if k in rec.prim.nondiff_args else tan.get(p)
+                    for k, p in enumerate(rec.parents)]
             if not any(t is not None for t in tans):
                 continue
             args = tuple(tape.value(p) if p >= 0 else c

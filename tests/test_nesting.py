@@ -78,3 +78,18 @@ def test_third_order_by_jacfwd_of_hessian_through_indexing():
     np.testing.assert_allclose(T[1, 1, 1], -c * a ** 3 * co + 6.0, rtol=1e-13)
     np.testing.assert_allclose(T, np.transpose(T, (1, 0, 2)), rtol=1e-13)
     np.testing.assert_allclose(T, ta.jacrev(ta.hessian(f))(x), rtol=1e-13)
+
+
+def test_sin_cos_partners_under_nesting_up_to_fourth_order():
+    # the VJP of sin records cos_given_sin(x, sin x): same value, derivative -sin x
+    x = np.array([0.3, -1.1, 2.0])
+    for f, d in ((tnp.sin, [np.cos, lambda v: -np.sin(v), lambda v: -np.cos(v), np.sin]),
+                 (tnp.cos, [lambda v: -np.sin(v), lambda v: -np.cos(v), np.sin, np.cos])):
+        g1 = ta.grad(lambda v: tnp.sum(f(v)))
+        np.testing.assert_allclose(g1(x), d[0](x), rtol=1e-15)
+        np.testing.assert_allclose(ta.jacfwd(g1)(x), np.diag(d[1](x)), rtol=1e-15)
+        g2 = ta.grad(lambda v: tnp.sum(g1(v)))
+        g3 = ta.grad(lambda v: tnp.sum(g2(v)))
+        np.testing.assert_allclose(g2(x), d[1](x), rtol=1e-15)
+        np.testing.assert_allclose(g3(x), d[2](x), rtol=1e-15)
+        np.testing.assert_allclose(ta.jacfwd(g3)(x), np.diag(d[3](x)), rtol=1e-15)

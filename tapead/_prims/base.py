@@ -47,6 +47,9 @@ class Primitive(_core.PrimitiveBase):
         self.linear = linear
         self.elementwise = elementwise
         self.static_args = frozenset()
+        #: argument positions the primitive has no derivative through (hints);
+        #: forward sweeps need not compute their tangents
+        self.nondiff_args = frozenset()
         self.vjps = []
         self.jvps = []
         self.vjp_any = None
@@ -95,6 +98,8 @@ class Primitive(_core.PrimitiveBase):
             raise MissingRuleError(
                 f"primitive '{self.name}' has no JVP (forward-mode) rule for argument {k}; "
                 "register one with defjvp, or wrap the function in ta.custom_jvp")
+        if out is None:                      # no derivative through this argument
+            return None
         if self.elementwise and np.shape(out) != np.shape(ans):
             from tapead._prims.shape import broadcast_to
             out = broadcast_to(out, np.shape(ans))
@@ -115,7 +120,8 @@ class Primitive(_core.PrimitiveBase):
                     c = self.jvps[k](t, ans, *vals, **params)
                 else:
                     c = self.jvp_any(k, t, ans, *vals, **params)
-                total = c if total is None else total + c
+                if c is not None:            # None: no derivative through this argument
+                    total = c if total is None else total + c
             if total is None or np.shape(total) == shape:
                 return total
             return np.broadcast_to(total, shape)
