@@ -379,3 +379,17 @@ def test_deep_chain_needs_no_recursion():
     g = sc.gradient(chain, "out", "x")
     assert g(0.5) == pytest.approx(ta.grad(chain_ta)(0.5), rel=1e-12)
     assert sc.render_expr_assembly(g).count("\n") > depth
+
+
+def test_wrong_input_dtype_at_call_time():
+    @sc.function(sc.arg("x", 2), sc.arg("k", sc.TensorType((), sc.dtypes.int64)))
+    def f(x, k):
+        return (x * k).sum()
+    assert f(np.array([1, 2]), np.int32(2)) == 6.0          # safe conversions are fine
+    assert f([1.0, 2.0], 3) == 9.0
+    with pytest.raises(sc.LayoutError, match="input 'x' is float64, got complex128"):
+        f(np.array([1 + 2j, 3]), 2)                           # would drop the imaginary part
+    with pytest.raises(sc.LayoutError, match="input 'k' is int64, got float64"):
+        f(np.ones(2), 2.7)                                    # would truncate
+    with pytest.raises(sc.LayoutError, match="got <U1"):
+        f(np.array(["a", "b"]), 2)

@@ -147,4 +147,13 @@ def check_value_shape(leaf: Leaf, value: Any, where: str) -> np.ndarray:
         raise ScalyShapeError(
             f"{where}: input '{leaf.name}' expects shape {shape}, got an array of "
             f"shape {arr.shape}; pass an array of shape {shape}")
-    return arr if arr.dtype == dtype else arr.astype(dtype)
+    if arr.dtype == dtype:
+        return arr
+    if not np.can_cast(arr.dtype, dtype, casting="same_kind"):
+        hint = {"int64": "an integer array (np.asarray(v, dtype=np.int64) if the values "
+                         "are whole numbers)",
+                "bool": "a boolean array"}.get(leaf.type.dtype_name, "a real float array")
+        raise LayoutError(f"{where}: input '{leaf.name}' is {leaf.type.dtype_name}, got "
+                          f"{arr.dtype} values, which would change in the conversion; "
+                          f"pass {hint}")
+    return arr.astype(dtype)
