@@ -512,15 +512,13 @@ cdef class Tape(Trace):
         tape_replay(self, new_inputs, partials)
 
     def evaluate(self, new_inputs, outputs, spread=None):
-        """The values of nodes ``outputs`` at new input values (a values-only
-        replay, as ``replay(new_inputs, partials=False)``).
+        """The values of nodes ``outputs`` at new inputs (a values-only replay).
 
-        The fast entry for calling a recorded program: every input must be
-        exactly of its recorded kind -- a float (``np.float64`` included) or a
-        0-d float64 array for a scalar input, an ndarray of the recorded shape
-        and dtype for an array input; otherwise returns ``None`` and leaves
-        the tape untouched, so the caller can convert and validate on a slower
-        path.  Array inputs are kept by reference until the next replay.
+        The fast entry for calling a recorded program: each input must be of
+        its recorded kind exactly (a float or 0-d float64 array for a scalar
+        input, an ndarray of the recorded shape and dtype for an array one),
+        else it returns ``None`` with the tape untouched, for the caller to
+        convert and check.  Array inputs are kept by reference.
 
         Parameters
         ----------
@@ -548,11 +546,6 @@ cdef class Tape(Trace):
                 "replay(..., partials=False)), so the local partials are stale; call "
                 "Tape.replay(inputs) first")
         return 0
-
-
-cdef inline bint rec_is_fn_guard(object rec):
-    info = (<Record>rec).info
-    return type(info) is tuple and len(info) == 5 and info[0] == "fn"
 
 
 cdef object _gather(double *adj, object wrt):

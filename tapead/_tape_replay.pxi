@@ -228,6 +228,11 @@ cdef object replay_nodes(Tape tp, bint partials):
         tp.partials_stale = False
 
 
+cdef inline bint rec_is_fn_guard(object rec):
+    info = (<Record>rec).info
+    return type(info) is tuple and len(info) == 5 and info[0] == "fn"
+
+
 cdef check_guard(Tape tp, Py_ssize_t i):
     """Raise ``GuardFlippedError`` if guard node ``i`` comes out differently."""
     cdef Record rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
