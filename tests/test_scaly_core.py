@@ -393,3 +393,29 @@ def test_wrong_input_dtype_at_call_time():
         f(np.ones(2), 2.7)                                    # would truncate
     with pytest.raises(sc.LayoutError, match="got <U1"):
         f(np.array(["a", "b"]), 2)
+
+
+def test_calls_from_several_threads_take_turns():
+    import threading
+
+    @sc.function(sc.arg("x", 20))
+    def h(x):
+        y = x
+        for _ in range(100):
+            y = (y * 1.0001).sin() + x
+        return y.sum()
+
+    xs = [np.full(20, 0.01 * k) for k in range(6)]
+    ref = [h(v) for v in xs]
+    bad = []
+
+    def work(k):
+        for _ in range(100):
+            if h(xs[k]) != ref[k] or h(list(xs[k])) != ref[k]:
+                bad.append(k)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert bad == []

@@ -19,6 +19,7 @@ only where an op needs the whole array or a Function output is one.
 """
 from __future__ import annotations
 
+import threading
 from itertools import repeat
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -168,6 +169,7 @@ class LoweredProgram:
                  values: Sequence[np.ndarray], elementwise: bool = False):
         self.inputs, self.outputs = list(inputs), list(outputs)
         self.tape = Tape()
+        self._lock = threading.Lock()
         order = topo_order(self.outputs)
         spread = _spread_inputs(self.inputs, order) if elementwise else {}
         self._elementwise_ops = elementwise
@@ -319,7 +321,12 @@ class LoweredProgram:
 
     def __call__(self, values: Sequence[np.ndarray]) -> List[Any]:
         """The outputs at ``values`` (checked arrays of the input leaves' shapes
-        and dtypes); the first call reuses the recording."""
+        and dtypes); the first call reuses the recording.  Calls from several
+        threads take turns: the tape holds one set of values at a time."""
+        with self._lock:
+            return self._call(values)
+
+    def _call(self, values: Sequence[np.ndarray]) -> List[Any]:
         if self._fresh:
             self._fresh = False
             raw = [self.tape.value(i) if i >= 0 else None for i in self._ids]
@@ -345,6 +352,10 @@ class LoweredProgram:
         packing is not set; nothing is converted or validated here."""
         if self._pack is None or self._fresh:
             return None
+        with self._lock:
+            return self._run_exact(args)
+
+    def _run_exact(self, args: Sequence[Any]) -> Any:
         raw = self._evaluate(self._tape_inputs(args) if self._spread else args)
         if raw is None:
             return None
