@@ -20,6 +20,7 @@ cdef enum:
     OP_GUARD = 2
     FIRST_BINARY = 10
     FIRST_CONST = 30
+    OP_SIGN = 76        # the one scalar opcode whose partial is identically 0
 
 
 cdef Py_ssize_t _merge_kernel(const int[::1] x, const int[::1] y,
@@ -97,6 +98,9 @@ def propagate(const int[::1] op, const int[::1] a, const int[::1] b,
             pats[i] = object_rule(i, pats)
             continue
         if o == OP_GUARD:
+            continue
+        if o == OP_SIGN:
+            pats[i] = empty
             continue
         ia = a[i]
         ib = b[i]

@@ -121,6 +121,9 @@ def _elementwise_rule(rec, pats, shapes, out_shape, N):
     rows = np.arange(size)
     for p, shape in zip(pats, shapes):
         if p is not None:
+            if tuple(shape) == tuple(out_shape):        # row e is row e: no selection
+                out = out + p
+                continue
             src = np.broadcast_to(_index_array(shape), out_shape)
             out = out + _select(size, rows, src, p)
     return out
@@ -277,6 +280,54 @@ SPARSITY_RULES: dict = {
 }
 
 
+def _row(p, j: int) -> np.ndarray:
+    """Row ``j`` of a pattern (an index set or a CSR matrix) as an index set."""
+    if type(p) is np.ndarray:
+        return p
+    return p.indices[p.indptr[j]:p.indptr[j + 1]].astype(np.int32, copy=False)
+
+
+def _union(sets: list) -> np.ndarray:
+    sets = [s for s in sets if len(s)]
+    if not sets:
+        return _EMPTY
+    if len(sets) == 1:
+        return sets[0]
+    return np.unique(np.concatenate(sets)).astype(np.int32, copy=False)
+
+
+def _one_element(rec, raw: list, shapes: list):
+    """The pattern of a one-element node as an index set, without scipy.
+
+    Scalar code on arrays (``x[k]``, 0-d and shape-(1,) arithmetic) makes many
+    such nodes; the general rules would build sparse matrices for each.
+    Returns None for rules without this shortcut.
+    """
+    rule = _rule_for(rec.prim)
+    if rule is _zero_rule:
+        return _EMPTY
+    if rule in (_elementwise_rule, _reduction_rule, _dense_rule):
+        # an element unions its operands' elements (all of them, for a
+        # reduction to one element or the dense superset)
+        return _union([_row_set(p) for p in raw if p is not None])
+    if rule is _move_rule:
+        args, parts, off = [], [], 0
+        for p, shape in zip(raw, shapes):
+            if p is None:
+                args.append(np.full(shape, -1, dtype=np.intp))
+            else:
+                n = int(np.prod(shape, dtype=np.int64))
+                args.append(_index_array(shape, off))
+                parts.append((off, n, p))
+                off += n
+        (j,) = np.asarray(rec.prim.impl(*args, **rec.params)).ravel().tolist()
+        for start, n, p in parts:
+            if start <= j < start + n:
+                return _row(p, j - start)
+        return _EMPTY
+    return None
+
+
 def _rule_for(prim) -> Callable:
     rule = SPARSITY_RULES.get(prim.name)
     if rule is None:
@@ -320,9 +371,13 @@ def tape_sparsity(tape) -> tuple[list, int]:
         if rec.prim is None:        # an input of another tape: no dependence here
             return _empty(int(np.prod(out_shape, dtype=np.int64)), N)
         parents = rec.parents
-        ppats = [None if j < 0 else _as_csr(pats[j], N) for j in parents]
         shapes = [shape_of(j) if j >= 0 else _shape(c)
                   for j, c in zip(parents, rec.consts or (None,) * len(parents))]
+        if int(np.prod(out_shape, dtype=np.int64)) == 1:
+            fast = _one_element(rec, [None if j < 0 else pats[j] for j in parents], shapes)
+            if fast is not None:
+                return fast
+        ppats = [None if j < 0 else _as_csr(pats[j], N) for j in parents]
         return _clean(_rule_for(rec.prim)(rec, ppats, shapes, out_shape, N))
 
     return _sparsity.propagate(op, a, b, object_rule, _row_set), N

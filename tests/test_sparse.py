@@ -348,3 +348,29 @@ def test_minimize_args_and_dense_choice():
     np.testing.assert_allclose(r.x, np.linalg.solve(A, 2 * c), atol=1e-6)
     with pytest.raises(ValueError, match="dense"):
         minimize(rosenbrock, np.zeros(4), method="trust-exact", hessian="sparse")
+
+
+def test_patterns_of_scalar_code_on_arrays_are_exact():
+    # x[k] and 0-d arithmetic make one-element object nodes: their patterns are
+    # index sets (no sparse matrices), and must stay exact
+    def f(w):
+        c = 0.0
+        for k in range(len(w) - 1):
+            c = c + tnp.sin(w[k] * w[-1]) * tnp.reshape(w[k], (1,))[0]
+        return c
+
+    n = 7
+    P = hessian_sparsity(f, np.linspace(0.1, 1.0, n)).toarray()
+    want = np.eye(n, dtype=bool)
+    want[-1, :] = want[:, -1] = True
+    np.testing.assert_array_equal(P, want)
+
+    def g(x):
+        y = x.reshape(2, 3)
+        return tnp.stack([y[1, 2] * x[0], tnp.sum(y[0]) + 0.0 * x[4], tnp.sign(x[5]) * 2.0])
+    from tapead._core import OPCODES
+    assert OPCODES["sign"] == 76        # _sparsity.pyx's OP_SIGN: no dependence
+    J = ta.jacobian_sparsity(g, np.arange(1.0, 7.0)).toarray().astype(int)
+    np.testing.assert_array_equal(J, [[1, 0, 0, 0, 0, 1],
+                                      [1, 1, 1, 0, 1, 0],
+                                      [0, 0, 0, 0, 0, 0]])
