@@ -3,7 +3,7 @@
 A Scaly Function is a symbolic expression DAG traced from a Python body;
 derivatives are graph transformations that return Functions again, and every
 Function is evaluated by lowering its simplified graph onto a tapead tape and
-replaying it.
+evaluating it (``Tape.evaluate``).
 
 >>> import numpy as np
 >>> import tapead.scaly as sc
