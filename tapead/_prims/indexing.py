@@ -106,8 +106,23 @@ def _getitem_vjp(g, ans, x, idx):
 getitem_p.defvjp(_getitem_vjp)
 
 
+def _after_k(idx):
+    """``(slice(None),) + idx`` when that indexes the same elements behind a
+    leading axis (basic indices, or one boolean mask), else None: numpy
+    moves the axes of advanced indices mixed with slices."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    if all(isinstance(i, (int, np.integer, slice)) or i is None or i is Ellipsis
+           for i in items) or (len(items) == 1 and isinstance(items[0], np.ndarray)
+                               and items[0].dtype == bool):
+        return (slice(None),) + items
+    return None
+
+
 def _batched_getitem(t, idx):
     """``t[:, idx]`` for tangents with a leading axis of K directions."""
+    lead = _after_k(idx)
+    if lead is not None:
+        return t[lead]
     return _k_first(_k_last(t)[_expand_ellipsis(idx, np.ndim(t) - 1)])
 
 
@@ -140,6 +155,10 @@ def _index_add_batched(tans, ans, vals, params, K):
         return stack([index_add_zeros(t[k], params["idx"], params["shape"], params["dtype"])
                       for k in range(K)])
     out = np.zeros((K,) + tuple(params["shape"]), dtype=_dtype(ans))
+    lead = _after_k(params["idx"])
+    if lead is not None and _is_basic(params["idx"]):     # no repeated elements
+        out[lead] += np.reshape(tans[0], (K,) + np.shape(vals[0]))
+        return out
     view = _k_last(out)
     idx = _expand_ellipsis(params["idx"], len(params["shape"]))
     g = _k_last(np.reshape(tans[0], (K,) + np.shape(vals[0])))
