@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tapead import coloring as _coloring
-from tapead import sparse as _tsparse
+from tapead import patterns as _patterns
 from tapead.scaly.derivatives import _pick, forward_tangents_many, reverse_adjoints
 from tapead.scaly.errors import LayoutError, NonScalarGradientError
 from tapead.scaly.expr import Expr, const, gather, reshape, topo_order, zeros
@@ -125,8 +125,8 @@ def _pattern(y: Expr, x: Expr) -> Sparsity:
     on_tape, ref = prog._slots[0]
     if not on_tape:
         return Sparsity(sp.csr_array((y.size, x.size), dtype=bool))
-    pats, total = _tsparse.tape_sparsity(prog.tape)
-    P = _tsparse._as_csr(pats[ref], total)
+    pats, total = _patterns.tape_sparsity(prog.tape)
+    P = _patterns._as_csr(pats[ref], total)
     return Sparsity(sp.csr_array(P)[:, :x.size])
 
 
