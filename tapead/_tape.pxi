@@ -56,8 +56,8 @@ cdef class Tape(Trace):
         Number of nodes whose rule ran in the last reverse sweep.
     partials_stale : bool
         The last replay computed values only (``evaluate``, or ``replay``
-        with ``partials=False``): the sweeps refuse the tape until a full
-        ``replay``.
+        with ``partials=False``) or stopped at an error: the sweeps refuse
+        the tape until a full ``replay``.
     """
     cdef int32_t *op
     cdef int32_t *a
@@ -543,8 +543,8 @@ cdef class Tape(Trace):
         if self.partials_stale:
             raise TapeReplayError(
                 f"Tape.{what}: the last replay computed values only (Tape.evaluate or "
-                "replay(..., partials=False)), so the local partials are stale; call "
-                "Tape.replay(inputs) first")
+                "replay(..., partials=False)) or stopped at an error, so the local "
+                "partials are stale; call Tape.replay(inputs) first")
         return 0
 
 

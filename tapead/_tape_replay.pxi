@@ -183,8 +183,7 @@ cdef object replay_nodes(Tape tp, bint partials):
     cdef Record rec
     cdef tuple parents, consts
     cdef list argl
-    if not partials:
-        tp.partials_stale = True
+    tp.partials_stale = True        # until the loop ends (a guard may stop it midway)
     while i < nn:
         o = tp.op[i]
         if o >= FIRST_BINARY:
@@ -274,6 +273,7 @@ cdef object tape_replay(Tape tp, new_inputs, bint partials):
         raise TapeReplayError(
             f"the tape has {len(tp.inputs)} inputs but {len(new_inputs)} "
             "values were given; pass one value per recorded input")
+    tp.partials_stale = True        # inputs are written before all are checked
     for nid, value in zip(tp.inputs, new_inputs):
         if tp.op[nid] == OP_INPUT:
             if not (is_fast_number(value) or np.ndim(value) == 0):
