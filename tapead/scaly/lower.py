@@ -208,6 +208,8 @@ class LoweredProgram:
                     env[node.id] = _tape_value(node.attrs["value"])
                     continue
                 value = self._elementwise(node, env, uses)
+                if isinstance(value, _Elements) and value.shape == ():
+                    value = value.items.get(0, 0.0)     # one element: a scalar, as gather gives
                 if value is None:
                     args = [self._dense(o, env) for o in node.operands]
                     value = OPS[node.op].fn(*args, **node.attrs)
