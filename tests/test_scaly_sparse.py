@@ -201,3 +201,28 @@ def test_errors():
         sc.sparse_jacobian(f, "z", "x")
     with pytest.raises(ValueError, match="order"):
         sc.column_coloring(sc.Sparsity(np.eye(3)), order="random")
+
+
+def test_dense_hessian_of_a_banded_function_takes_few_directions():
+    # sc.hessian colors the gradient's pattern: a tridiagonal Hessian needs 3
+    # forward passes, not one per input, and the values are the dense ones
+    n = 40
+
+    @sc.function(sc.arg("x", n))
+    def rosen(x):
+        c = 0.0
+        for i in range(n - 1):
+            c = c + 100.0 * (x[i + 1] - x[i] ** 2) ** 2 + (1.0 - x[i]) ** 2
+        return c
+
+    H = sc.hessian(rosen, "out", "x")
+    x = np.linspace(-1.0, 1.2, n)
+    ref = ta.hessian(lambda x: tnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2
+                                       + (1.0 - x[:-1]) ** 2))(x)
+    np.testing.assert_allclose(H(x), ref, rtol=1e-14, atol=1e-12)
+    np.testing.assert_allclose(H(x + 0.3), ta.hessian(lambda x: tnp.sum(
+        100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2))(x + 0.3),
+        rtol=1e-14, atol=1e-12)
+    g = sc.gradient(rosen, "out", "x")
+    P = sc.jacobian_sparsity(g.outputs[0], rosen.input("x"))
+    assert max(sc.column_coloring(P)) + 1 == 3

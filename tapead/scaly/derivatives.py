@@ -147,20 +147,16 @@ def forward_tangents_many(outputs: Sequence[Expr], seeds: Dict[int, Expr],
 
 
 def jacobian_expr(y: Expr, x: Expr) -> Expr:
-    """The ``(y.size, x.size)`` Jacobian, one forward sweep per column.
+    """The dense ``(y.size, x.size)`` Jacobian, by colored forward mode.
 
-    Each column's seed is a constant unit vector, so simplification folds
-    the multiplications by zero and one away.
+    Columns that share no row of the Jacobian's pattern share a direction:
+    the pattern is found without numbers, colored, and one batched forward
+    pass carries one direction per color (``x.size`` directions when the
+    Jacobian is dense); the entries are then scattered into the dense matrix
+    (``tapead.scaly.sparsity.dense_jacobian_expr``).
     """
-    columns = []
-    for j in range(x.size):
-        e = np.zeros(x.size)
-        e[j] = 1.0
-        t = forward_tangents([y], {x.id: const(e.reshape(x.shape))})[0]
-        columns.append(zeros((y.size,)) if t is None else reshape(t, (y.size,)))
-    if not columns:
-        return zeros((y.size, 0))
-    return stack(columns, axis=1)
+    from tapead.scaly.sparsity import dense_jacobian_expr
+    return dense_jacobian_expr(y, x)
 
 
 # ---------------------------------------------------------------------------
@@ -248,7 +244,8 @@ def forward(f: Function, out: str, inp: str, directions: Optional[int] = None) -
 
 
 def jacobian(f: Function, out: str, inp: str) -> Function:
-    """``f_jac_<out>_<inp>``: the dense Jacobian, shape ``(out.size, inp.size)``."""
+    """``f_jac_<out>_<inp>``: the dense Jacobian, shape ``(out.size, inp.size)``,
+    by forward mode with one direction per color of its pattern's columns."""
     y, x = _pick(f, out, inp)
     return _single(f, "jac", out, inp, jacobian_expr(y, x))
 
@@ -257,8 +254,10 @@ def hessian(f: Function, out: str, inp: str, weights=None) -> Function:
     """``f_hess_<out>_<inp>``: the dense Hessian, forward over reverse.
 
     One reverse pass gives the gradient as an expression; forward mode then
-    differentiates it, one direction per input element.  Shape
-    ``(inp.size, inp.size)``.
+    differentiates it, one direction per input element, except that
+    columns of the Hessian that share no row share a direction (the
+    gradient's pattern is colored first, so a banded Hessian takes a few
+    passes however large it is).  Shape ``(inp.size, inp.size)``.
 
     ``weights=True`` (input named ``weights_<out>``) or ``weights="name"``
     builds the Lagrangian Hessian of a vector output: the Hessian of

@@ -22,9 +22,11 @@ import scipy.sparse as sp
 
 from tapead import coloring as _coloring
 from tapead import patterns as _patterns
-from tapead.scaly.derivatives import _pick, forward_tangents_many, reverse_adjoints
+from tapead.scaly.derivatives import (_pick, forward_tangents, forward_tangents_many,
+                                      reverse_adjoints)
 from tapead.scaly.errors import LayoutError, NonScalarGradientError
-from tapead.scaly.expr import Expr, const, gather, reshape, topo_order, zeros
+from tapead.scaly.expr import (Expr, const, gather, reshape, scatter, stack, topo_order,
+                               zeros)
 from tapead.scaly.function import Function, derived, leaf_like
 from tapead.scaly.types import TensorType, dtypes
 
@@ -198,19 +200,42 @@ def color_groups(colors: Sequence[int]) -> Tuple[Tuple[int, ...], ...]:
 # compressed derivatives
 # ---------------------------------------------------------------------------
 
-def _compressed(y: Expr, x: Expr, rec) -> Expr:
-    """Nonzeros in pattern order: one batched forward pass with the colors as
-    directions (``B = J S``, shape (m, K)), then a fixed gather."""
+def _compressed(y: Expr, x: Expr, rec, batched: bool = True) -> Expr:
+    """Nonzeros in pattern order: the colors as forward directions
+    (``B = J S``, shape (m, K)), then a fixed gather.
+
+    ``batched``: one pass carrying the K directions on a leading axis (the
+    direction-independent partials are shared); otherwise one pass per
+    color, each with a constant 0/1 seed that simplification folds into
+    the graph (scalar code stays scalar on the tape).
+    """
     K, m = rec.ncolors, y.size
     if rec.nnz == 0 or K == 0:
         return zeros((rec.nnz,))
-    seeds = const(np.ascontiguousarray(rec.seed.T).reshape((K,) + x.shape))
-    t = forward_tangents_many([y], {x.id: seeds}, K)[0]
+    seed_t = np.ascontiguousarray(rec.seed.T).reshape((K,) + x.shape)
+    if batched:
+        t = forward_tangents_many([y], {x.id: const(seed_t)}, K)[0]
+    else:
+        rows = [forward_tangents([y], {x.id: const(s)})[0] for s in seed_t]
+        t = None if all(r is None for r in rows) else stack(
+            [zeros((m,)) if r is None else reshape(r, (m,)) for r in rows], axis=0)
     if t is None:
         return zeros((rec.nnz,))
     flat = reshape(t, (K * m,))
     g = np.asarray(rec.gather, dtype=np.int64)      # index into B (m, K), C order
     return gather(flat, (g % K) * m + g // K, (rec.nnz,))
+
+
+def dense_jacobian_expr(y: Expr, x: Expr) -> Expr:
+    """The dense ``(y.size, x.size)`` Jacobian of ``y``: the compressed
+    product of a column coloring, scattered into place.  A dense pattern
+    gets one direction per column; a sparse one (a banded Hessian) a few."""
+    pattern = _pattern(y, x)
+    if pattern.nnz == 0:
+        return zeros((y.size, x.size))
+    rec = _coloring.jacobian_recovery(pattern._csr, column_coloring(pattern))
+    positions = pattern.row * x.size + pattern.col
+    return scatter(_compressed(y, x, rec, batched=False), positions, (y.size, x.size))
 
 
 def _sparse_function(f: Function, kind: str, out: str, inp: str, value: Expr,
