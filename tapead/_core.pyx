@@ -38,6 +38,8 @@ include "_scalar_ops.pxi"
 # --------------------------------------------------------------------------
 
 cdef int _next_level = 0
+import threading as _threading
+_per_thread = _threading.local()     # transforms started by each thread
 
 
 cdef class Trace:
@@ -56,16 +58,18 @@ cdef class Trace:
         global _next_level
         _next_level += 1
         self.level = _next_level
+        _per_thread.started = getattr(_per_thread, "started", 0) + 1
         self.active = True
 
 
 def traces_started():
-    """How many transforms (tapes and forward traces) were started so far.
+    """How many transforms (tapes and forward traces) this thread started so far.
 
-    A difference of two readings counts the transforms that ran in between,
-    e.g. the ones nested inside a function being recorded.
+    A difference of two readings counts the transforms the thread ran in
+    between, e.g. the ones nested inside a function being recorded (other
+    threads' transforms do not count).
     """
-    return _next_level
+    return getattr(_per_thread, "started", 0)
 
 
 # --------------------------------------------------------------------------

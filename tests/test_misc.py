@@ -363,3 +363,27 @@ def test_record_refuses_functions_that_run_an_inner_transform():
         ta.record(lambda x: tnp.sum(inner(x) * c), np.array([1.0, 2.0]))
     rec = ta.record(lambda x: tnp.sum(tnp.abs(x) * x * c), np.array([1.0, 2.0]))
     assert rec(np.array([-1.0, 2.0])) == pytest.approx(-0.3 + 2.8)
+
+
+def test_record_counts_only_its_own_threads_transforms():
+    import threading
+    import time
+    stop = []
+
+    def spin():
+        while not stop:
+            ta.grad(lambda y: y * y)(1.0)
+
+    def slow(x):
+        time.sleep(0.005)
+        return tnp.sum(tnp.sin(x))
+
+    th = threading.Thread(target=spin)
+    th.start()
+    try:
+        for _ in range(5):
+            rec = ta.record(slow, np.ones(3))
+            assert rec(np.full(3, 0.5)) == pytest.approx(3 * np.sin(0.5))
+    finally:
+        stop.append(True)
+        th.join()
