@@ -7,6 +7,7 @@ runs the user's Python function eagerly and reads the derivative off.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Callable, Sequence, Tuple, Union
 
 import numpy as np
@@ -479,6 +480,7 @@ class Recording:
             raise NonScalarOutputError("record: the function must return a scalar")
         self._out = out.idx
         self._trees = [tree_flatten(a)[1] for a in args]
+        self._lock = threading.Lock()
 
     @property
     def n_nodes(self) -> int:
@@ -502,16 +504,19 @@ class Recording:
         self._in_leaves = [tree_flatten(a)[0] for a in args]
 
     def __call__(self, *args):
-        """The value at new inputs (replay, no Python tracing)."""
-        self._load(args)
-        return np.float64(self.tape.value(self._out))
+        """The value at new inputs (replay, no Python tracing).  Calls from
+        several threads take turns (the tape holds one point at a time)."""
+        with self._lock:
+            self._load(args)
+            return np.float64(self.tape.value(self._out))
 
     def value_and_grad(self, *args):
         """``(value, grads)`` at new inputs: replay, then one reverse sweep."""
-        self._load(args)
-        g = _grads(self.tape, [self._out], [1.0], self._in_leaves, self._in_trees,
-                   self._in_ids, len(args) == 1)
-        return np.float64(self.tape.value(self._out)), g
+        with self._lock:
+            self._load(args)
+            g = _grads(self.tape, [self._out], [1.0], self._in_leaves, self._in_trees,
+                       self._in_ids, len(args) == 1)
+            return np.float64(self.tape.value(self._out)), g
 
 
 def record(f: Callable, *args) -> Recording:
