@@ -141,7 +141,9 @@ class Function:
                     tuple if all(isinstance(i, lay.Leaf) for i in layout.items) else
                     (lambda outs: lay.unflatten([layout], outs)[0]),
                     takes_args=all(isinstance(p, lay.Leaf) for p in self.params))
-            self._programs[simplify] = program
+            out = program(values)           # its recorded values are these inputs
+            self._programs[simplify] = program   # published only then (threads)
+            return out
         return program(values)
 
     def expanded_outputs(self) -> List[Expr]:
