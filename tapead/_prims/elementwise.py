@@ -130,14 +130,14 @@ sin_given_cos_p = _partner("sin_given_cos", np.sin, 1.0)
 
 
 def _cos_given_sin(x, s):
-    if isinstance(x, Box):
-        return _core.bind(cos_given_sin_p, x, s)
+    if isinstance(x, Box):       # scalars keep the C kernel's sin/cos node
+        return _core.bind(cos_given_sin_p, x, s) if np.ndim(x) else cos(x)
     return np.cos(x)
 
 
 def _sin_given_cos(x, c):
     if isinstance(x, Box):
-        return _core.bind(sin_given_cos_p, x, c)
+        return _core.bind(sin_given_cos_p, x, c) if np.ndim(x) else sin(x)
     return np.sin(x)
 
 
