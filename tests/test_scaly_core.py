@@ -382,17 +382,25 @@ def test_deep_chain_needs_no_recursion():
 
 
 def test_wrong_input_dtype_at_call_time():
-    @sc.function(sc.arg("x", 2), sc.arg("k", sc.TensorType((), sc.dtypes.int64)))
-    def f(x, k):
+    @sc.function(sc.arg("x", 2), sc.arg("k", sc.TensorType((), sc.dtypes.int64)),
+                 sc.arg("m", sc.TensorType((2,), sc.dtypes.bool_)))
+    def f(x, k, m):
         return (x * k).sum()
-    assert f(np.array([1, 2]), np.int32(2)) == 6.0          # safe conversions are fine
-    assert f([1.0, 2.0], 3) == 9.0
-    with pytest.raises(sc.LayoutError, match="input 'x' is float64, got complex128"):
-        f(np.array([1 + 2j, 3]), 2)                           # would drop the imaginary part
-    with pytest.raises(sc.LayoutError, match="input 'k' is int64, got float64"):
-        f(np.ones(2), 2.7)                                    # would truncate
-    with pytest.raises(sc.LayoutError, match="got <U1"):
-        f(np.array(["a", "b"]), 2)
+    # conversions that change no value are fine
+    assert f(np.array([1, 2]), np.int32(2), [True, False]) == 6.0
+    assert f([1.0, 2.0], 3.0, np.array([1, 0])) == 9.0
+    assert f(np.array([1 + 0j, 2]), 2, [0, 1]) == 6.0
+    # the others would be silent wrong numbers
+    with pytest.raises(sc.LayoutError, match="input 'x' is float64, and its complex128"):
+        f(np.array([1 + 2j, 3]), 2, [1, 0])
+    with pytest.raises(sc.LayoutError, match="input 'k' is int64, and its float64"):
+        f(np.ones(2), 2.7, [1, 0])
+    with pytest.raises(sc.LayoutError, match="input 'k' is int64"):
+        f(np.ones(2), np.nan, [1, 0])
+    with pytest.raises(sc.LayoutError, match="input 'm' is bool, and its int64"):
+        f(np.ones(2), 2, [2, 0])
+    with pytest.raises(sc.LayoutError, match="<U1 values are not numbers"):
+        f(np.array(["a", "b"]), 2, [1, 0])
 
 
 def test_calls_from_several_threads_take_turns():
@@ -419,3 +427,13 @@ def test_calls_from_several_threads_take_turns():
     for t in threads:
         t.join()
     assert bad == []
+
+
+def test_int_scalar_input_keeps_a_scalar_output():
+    @sc.function(sc.arg("x", 3), sc.arg("n", sc.TensorType((), sc.dtypes.int64)))
+    def f(x, n):
+        return x.sum() + n
+    for n in (np.array(2), 2, np.int64(2)):
+        out = f(np.ones(3), n)
+        assert np.shape(out) == () and out == 5.0
+    assert f(np.ones(3), 4) == 7.0                     # replayed at a new int

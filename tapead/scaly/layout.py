@@ -7,6 +7,7 @@ declare one layout per positional parameter and the outputs with
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -149,11 +150,26 @@ def check_value_shape(leaf: Leaf, value: Any, where: str) -> np.ndarray:
             f"shape {arr.shape}; pass an array of shape {shape}")
     if arr.dtype == dtype:
         return arr
-    if not np.can_cast(arr.dtype, dtype, casting="same_kind"):
-        hint = {"int64": "an integer array (np.asarray(v, dtype=np.int64) if the values "
-                         "are whole numbers)",
-                "bool": "a boolean array"}.get(leaf.type.dtype_name, "a real float array")
-        raise LayoutError(f"{where}: input '{leaf.name}' is {leaf.type.dtype_name}, got "
-                          f"{arr.dtype} values, which would change in the conversion; "
-                          f"pass {hint}")
-    return arr.astype(dtype)
+    if np.can_cast(arr.dtype, dtype, casting="same_kind"):
+        return arr.astype(dtype)
+    return _exact_conversion(arr, leaf, where)
+
+
+def _exact_conversion(arr: np.ndarray, leaf: Leaf, where: str) -> np.ndarray:
+    """``arr`` in the leaf's dtype when no value changes (``[1, 0]`` for a
+    bool, ``2.0`` for an int64), else a LayoutError: a truncated or
+    dropped part would be a silent wrong number."""
+    dtype = leaf.type.dtype
+    out = None
+    if arr.dtype.kind in "biufc":
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = arr.astype(dtype)
+            same = np.array_equal(out.astype(arr.dtype), arr)
+        if same:
+            return out
+    hint = {"int64": "an integer array (np.rint(v).astype(np.int64) to round)",
+            "bool": "a boolean array"}.get(leaf.type.dtype_name, "a real float array")
+    what = "would change in the conversion" if out is not None else "are not numbers"
+    raise LayoutError(f"{where}: input '{leaf.name}' is {leaf.type.dtype_name}, and "
+                      f"its {arr.dtype} values {what}; pass {hint}")

@@ -43,7 +43,8 @@ def _tape_value(value: np.ndarray) -> Any:
     """Scalars go on the tape unboxed (the C fast path)."""
     if value.ndim == 0 and value.dtype == np.float64:
         return float(value)
-    return np.ascontiguousarray(value)
+    # np.ascontiguousarray would make a 0-d value 1-d (an int scalar input)
+    return value if value.flags.c_contiguous else np.array(value, order="C")
 
 
 def _result(value: Any, dtype: np.dtype) -> Any:
