@@ -14,13 +14,14 @@ Opcode ranges (``tapead._core``): 0 input, 1 object node, 2 guard,
 """
 import numpy as np
 
+from tapead._core import OPCODES
+
 cdef enum:
     OP_INPUT = 0
     OP_OBJ = 1
     OP_GUARD = 2
     FIRST_BINARY = 10
     FIRST_CONST = 30
-    OP_SIGN = 76        # the one scalar opcode whose partial is identically 0
 
 
 cdef Py_ssize_t _merge_kernel(const int[::1] x, const int[::1] y,
@@ -89,6 +90,7 @@ def propagate(const int[::1] op, const int[::1] a, const int[::1] b,
     """
     cdef Py_ssize_t n = op.shape[0], i
     cdef int o, ia, ib
+    cdef int op_sign = OPCODES["sign"]     # the one opcode whose partial is identically 0
     cdef list pats = [None] * n
     cdef object pa, pb
     empty = np.empty(0, dtype=np.int32)
@@ -99,7 +101,7 @@ def propagate(const int[::1] op, const int[::1] a, const int[::1] b,
             continue
         if o == OP_GUARD:
             continue
-        if o == OP_SIGN:
+        if o == op_sign:
             pats[i] = empty
             continue
         ia = a[i]

@@ -134,14 +134,14 @@ class AcyclicRecovery(_Recovery):
         self.gather = gather
         self.diag_pos = diag_pos
         self.diag_gather = diag_gather
-        self._acc = np.zeros(pat.shape[0] + 1)
         self._gather_t = self._transposed(gather)
         self._diag_gather_t = self._transposed(diag_gather)
 
     def _solve(self, flat, gather, diag_gather) -> np.ndarray:
         values = np.zeros(self.nnz)
         values[self.diag_pos] = flat[diag_gather]
-        _coloring.substitute(flat, gather, self.plan, self.tree_ptr, self._acc, values)
+        acc = np.zeros(self.shape[0] + 1)        # per call: threads may share self
+        _coloring.substitute(flat, gather, self.plan, self.tree_ptr, acc, values)
         return values
 
     def recover(self, B: Any) -> np.ndarray:
