@@ -250,9 +250,9 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
         rec, seed_t = recovery_at(tape, out, x)
         if rows:
             B = _reverse(tape, out, rec.seed, x.size)
-            return sp.csr_array(rec.to_sparse(rec.recover(B)).T)
+            return sp.csr_array(rec.to_sparse(rec.recover(B).astype(x.dtype, copy=False)).T)
         T = _tangents(tape, out, seed_t, rec.shape[0])
-        return rec.to_sparse(rec.recover_tangents(T))
+        return rec.to_sparse(rec.recover_tangents(T).astype(x.dtype, copy=False))
 
     def recovery(x):
         x = _vector(x, "sparse_jacobian")
@@ -325,7 +325,7 @@ def sparse_hessian(f: Callable, coloring: str = "star",
         tape, out, *_ = _record(g, (x,), {}, 0, "sparse_hessian")
         rec, seed_t = recovery_at(tape, out, x)
         T = _tangents(tape, out, seed_t, rec.shape[0])
-        return rec.to_sparse(rec.recover_tangents(T))
+        return rec.to_sparse(rec.recover_tangents(T).astype(x.dtype, copy=False))
 
     def recovery(x):
         x = _vector(x, "sparse_hessian")

@@ -111,9 +111,12 @@ def _as_result(g, like):
         return g
     if g is None:
         return _zeros_like(like)
-    if isinstance(g, Box):
-        return g
     dtype = np.result_type(_core.concrete(like))
+    if isinstance(g, Box):          # traced by an outer transform: cast on its trace
+        if np.result_type(_core.concrete(g)) != dtype and np.issubdtype(dtype, np.inexact):
+            from tapead._prims.elementwise import astype
+            return astype(g, dtype)
+        return g
     if np.ndim(g) == 0 and np.ndim(_core.concrete(like)) == 0:
         return dtype.type(g)
     out = np.asarray(g, dtype=dtype)

@@ -50,6 +50,9 @@ ARRAY_OPS = [
     A("round", lambda m, x: m.round(x) * x, *U23, domain=(OFF_GRID,)),
     A("heaviside", lambda m, x, h: m.heaviside(x, h) + h, ("array", ((2, 3), (2, 3))),
       ("bcast_h0", ((2, 3), ())), domain=(AwayFromZero(0.2, 2.0), REAL)),
+    A("astype_int", lambda m, x: x.astype(np.int8) * x, *U23, domain=(OFF_GRID,)),
+    # dtype conversion between floats: the identity, derivatives kept
+    A("astype_same", lambda m, x: (m.sin(x) * x).astype(x.dtype), *U23),
     # elementwise compositions
     A("remainder", lambda m, x, y: m.remainder(x, y), *B2, domain=SMALL_QUOTIENT),
     A("remainder_wrapped", lambda m, x, y: m.mod(x, y), *B2, domain=WRAPPED_QUOTIENT),

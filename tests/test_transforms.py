@@ -155,3 +155,30 @@ def test_bad_arguments():
         ta.grad(lambda x: np.asarray(x).sum())(np.ones(2))
     with pytest.raises(TypeError, match="cannot be used as an index"):
         ta.grad(lambda x: [1.0, 2.0][x])(1.0)
+
+
+def test_float32_in_float32_out_for_second_order_and_sparse():
+    x = np.array([0.3, 0.5, 0.7], np.float32)
+    f = lambda x: tnp.sum(tnp.sin(x) * x)            # noqa: E731
+    r = lambda x: tnp.sin(x) * x                      # noqa: E731
+    assert ta.hessian(f)(x).dtype == np.float32
+    assert ta.jacfwd(ta.grad(f))(x).dtype == np.float32
+    assert ta.hvp(f, (x,), (x,)).dtype == np.float32
+    assert ta.sparse_hessian(f)(x).dtype == np.float32
+    assert ta.sparse_hessian(f, coloring="acyclic")(x).dtype == np.float32
+    assert ta.sparse_jacobian(r)(x).dtype == np.float32
+    assert ta.sparse_jacobian(r, coloring="row")(x).dtype == np.float32
+    np.testing.assert_allclose(ta.hessian(f)(x), ta.hessian(f)(x.astype(float)), rtol=1e-6)
+
+
+def test_astype_on_tracers():
+    x = np.array([1.5, 2.5])
+    g = ta.grad(lambda x: tnp.sum(x.astype(np.float32) ** 2))(x)
+    np.testing.assert_allclose(g, 2 * x)
+    assert g.dtype == np.float64                      # the cotangent in x's dtype
+    # to an integer dtype: piecewise constant, no derivative through the cast
+    np.testing.assert_allclose(ta.grad(lambda x: tnp.sum(x.astype(np.int64) * x))(x), [1, 2])
+    with pytest.raises(TypeError, match="casting"):
+        ta.grad(lambda x: tnp.sum(x.astype(np.float32, casting="same_kind")))(x)
+    rec = ta.record(lambda x: tnp.sum(x.astype(np.int64) * x), x)
+    assert rec(np.array([3.5, 0.5])) == 3 * 3.5           # the cast is recomputed on replay

@@ -373,3 +373,52 @@ def stop_gradient(x):
     if isinstance(x, Box):
         return _core.bind(stop_gradient_p, x)
     return x
+
+
+# astype: a dtype conversion.  Between float dtypes it is the identity (the
+# cotangent goes back in the input's dtype); to an integer or bool dtype the
+# result is piecewise constant: no derivative, recomputed on replay.
+def _astype_impl(x, dtype):
+    return np.asarray(x).astype(dtype)
+
+
+astype_p = Primitive("astype", _astype_impl, saves=(), elementwise=True)
+
+
+def _astype_vjp(g, ans, x, dtype):
+    if not np.issubdtype(dtype, np.inexact):
+        return None
+    return astype(g, np.result_type(concrete(x)))
+
+
+def _astype_jvp(t, ans, x, dtype):
+    if not np.issubdtype(dtype, np.inexact):
+        return None
+    return astype(t, dtype)
+
+
+astype_p.defvjp(_astype_vjp)
+astype_p.defjvp(_astype_jvp)
+
+
+def astype(x, dtype, copy=True):
+    """``x.astype(dtype)`` with derivatives (none to integer or bool dtypes)."""
+    dtype = np.dtype(dtype)
+    if isinstance(x, Box):
+        if np.result_type(concrete(x)) == dtype and not copy:
+            return x
+        return _core.bind(astype_p, x, dtype=dtype)
+    return np.asarray(x).astype(dtype, copy=copy)
+
+
+def _astype_method(x, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    if order not in ("K", "C", "A") or casting != "unsafe":
+        raise TypeError("astype on a traced value takes dtype (and copy); order= and "
+                        "casting= are not supported")
+    return astype(x, dtype, copy=copy)
+
+
+TRACER_METHODS["astype"] = _astype_method
+if hasattr(np, "astype"):                  # numpy 2's function form
+    NUMPY_FUNCTIONS[np.astype] = astype
+__all__.append("astype")
