@@ -26,7 +26,10 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
     ``p0 * row a + p1 * row b``, so each local partial is computed once
     for all K directions.  Object nodes call their primitive's batched
     JVP (``prim.jvp_batched``) or, lacking one, its JVP once per
-    direction.
+    direction.  Only nodes some output depends on are visited (a first
+    pass marks them, from the outputs down), so a gradient's tape does not
+    push tangents through the function's own value; arguments listed in a
+    primitive's ``nondiff_args`` (hints) get no tangent.
     """
     cdef Py_ssize_t nn = tp.n, i, k, j, pid
     cdef double *buf = <double *>calloc((nn + 1) * K, sizeof(double))
@@ -36,15 +39,41 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
     cdef double *rb
     cdef double d0, d1
     cdef unsigned char *has = NULL
+    cdef unsigned char *need = NULL
     cdef Record rec
     cdef int o
     if buf == NULL:
         raise MemoryError("cannot allocate the tangent table")
     T = buf + K                      # row -1 is a zero scratch row
     has = <unsigned char *>calloc(nn + 1, 1)
+    need = <unsigned char *>calloc(nn + 1, 1)
+    if has == NULL or need == NULL:
+        free(buf)
+        free(has)
+        free(need)
+        raise MemoryError("cannot allocate the tangent table")
     otan = {}
     try:
         has += 1
+        need += 1
+        for i in outputs:
+            need[<Py_ssize_t>i] = 1
+        for i in range(nn - 1, -1, -1):         # which nodes the outputs depend on
+            if not need[i]:
+                continue
+            o = tp.op[i]
+            if o >= FIRST_BINARY:
+                need[tp.a[i]] = 1
+                if o < FIRST_CONST:
+                    need[tp.b[i]] = 1
+            elif o == OP_OBJ:
+                rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
+                if rec.prim is None:
+                    continue
+                skip = getattr(rec.prim, "nondiff_args", ())
+                for k, pid in enumerate(rec.parents):
+                    if pid >= 0 and k not in skip:
+                        need[pid] = 1
         for nid, t in seeds.items():
             nid = int(nid)
             if tp._is_scalar(nid):
@@ -55,6 +84,8 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
                 otan[nid] = np.asarray(t)
             has[nid] = 1
         for i in range(nn):
+            if not need[i]:
+                continue
             o = tp.op[i]
             if o >= FIRST_BINARY:
                 if not (has[tp.a[i]] or has[tp.b[i]] and o < FIRST_CONST):
@@ -77,8 +108,9 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
                     continue
                 tans = []
                 any_t = False
-                for pid in rec.parents:
-                    if pid >= 0 and has[pid]:
+                skip = getattr(rec.prim, "nondiff_args", ())
+                for k, pid in enumerate(rec.parents):
+                    if pid >= 0 and has[pid] and k not in skip:
                         any_t = True
                         if tp._is_scalar(pid):
                             tans.append(np.array(<double[:K]>(T + pid * K)))
@@ -111,8 +143,8 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
         return result
     finally:
         free(buf)
-        if has != NULL:
-            free(has - 1)
+        free(has - 1)
+        free(need - 1)
 
 
 cdef enum:

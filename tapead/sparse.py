@@ -46,67 +46,15 @@ def _vector(x, what: str) -> np.ndarray:
     return x
 
 
-_OP_OBJ = 1          # object node (tapead._core opcodes); 0 and 2 are scalar inputs, guards
-_OP_LAST_NONSCALAR = 2
-
-
-def _object_steps(tape, out: int):
-    """The object nodes a forward sweep must visit for the tangent of node
-    ``out``, as ``[(i, record)]`` in tape order: those on a path from the input
-    to ``out``.  ``None`` when the tape has scalar nodes (the C sweep runs).
-
-    The tape of ``grad(f)`` also holds ``f``'s own value (``sum(sin(...))``),
-    which the gradient does not read; skipping it saves its tangents.
-    """
-    op, _, _ = tape.export_nodes()
-    if op.size and op.max() > _OP_LAST_NONSCALAR:
-        return None
-    need = np.zeros(out + 1, dtype=bool)
-    need[out] = True
-    recs = {}
-    for i in range(out, -1, -1):
-        if need[i] and op[i] == _OP_OBJ:
-            rec = recs[i] = tape.record(i)
-            if rec.prim is not None:
-                skip = rec.prim.nondiff_args
-                for k, p in enumerate(rec.parents):
-                    if p >= 0 and k not in skip:
-                        need[p] = True
-    reached = {tape.inputs[0]}
-    steps = []
-    for i in range(tape.inputs[0] + 1, out + 1):
-        rec = recs.get(i)
-        if rec is not None and rec.prim is not None and \
-                any(p in reached for k, p in enumerate(rec.parents)
-                    if k not in rec.prim.nondiff_args):
-            reached.add(i)
-            steps.append((i, rec))
-    return steps
-
-
 def _tangents(tape, out, seed_t: np.ndarray, m: int) -> np.ndarray:
     """``(J @ S).T`` (K, m) by one K-direction forward sweep of the recorded
-    tape; ``seed_t`` is ``S.T`` (K, n), C-contiguous."""
+    tape (``Tape.forward_sweep`` visits only the nodes ``out`` depends on,
+    so a gradient's tape skips the function's own value); ``seed_t`` is
+    ``S.T`` (K, n), C-contiguous."""
     K = seed_t.shape[0]
     if K == 0 or not (type(out) is Tracer and out.tape is tape):
         return np.zeros((K, m))
-    steps = _object_steps(tape, out.idx)
-    if steps is None:
-        (t,) = tape.forward_sweep({tape.inputs[0]: seed_t}, [out.idx], K)
-    else:
-        tan = {tape.inputs[0]: seed_t}
-        for i, rec in steps:
-            tans = [None if k in rec.prim.nondiff_args else tan.get(p)
-                    for k, p in enumerate(rec.parents)]
-            if not any(t is not None for t in tans):
-                continue
-            args = tuple(tape.value(p) if p >= 0 else c
-                         for p, c in zip(rec.parents, rec.consts))
-            t = rec.prim.jvp_many(tans, rec.ans, args, rec.params, K)
-            if t is not None:
-                tan[i] = (np.asarray(t, dtype=np.float64).reshape(K)
-                          if type(rec.ans) is float else t)
-        t = tan.get(out.idx)
+    (t,) = tape.forward_sweep({tape.inputs[0]: seed_t}, [out.idx], K)
     if t is None:
         return np.zeros((K, m))
     return np.asarray(t, dtype=np.float64).reshape(K, m)

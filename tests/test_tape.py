@@ -226,3 +226,21 @@ def test_c_shortcuts_of_hot_vjps_equal_the_python_rules():
         for f, s in zip(fast, slow):
             assert f.dtype == dtype
             np.testing.assert_array_equal(f, s)
+
+
+def test_forward_sweep_visits_only_what_the_outputs_depend_on(monkeypatch):
+    # the tape of grad(f) holds f's own value, sin(x); the gradient reads it
+    # only as the hint of cos_given_sin (nondiff_args), so a forward sweep of
+    # the gradient never needs sin's tangent
+    from tapead._prims.elementwise import sin as tsin
+    from tapead.transforms import _record
+    f = lambda x: tnp.sum(tnp.sin(x) * 2.0)            # noqa: E731
+    x = np.linspace(0.1, 1.0, 5)
+    tape, out, *_ = _record(ta.grad(f), (x,), {}, 0, "t")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the sweep visited a node the output does not need")
+    monkeypatch.setattr(tsin.prim, "jvp_many", refuse, raising=False)
+    seeds = np.eye(5)
+    (t,) = tape.forward_sweep({tape.inputs[0]: seeds}, [out.idx], 5)
+    np.testing.assert_allclose(t, np.diag(-2.0 * np.sin(x)), rtol=1e-15, atol=1e-16)
