@@ -39,9 +39,7 @@ import datetime
 import math
 import os
 import platform
-import statistics
 import sys
-import timeit
 from importlib.metadata import version
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -49,6 +47,10 @@ import numpy as np
 import pytest
 
 import tapead.scaly as sc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402  (benchmarks/common.py)
+from common import Timing  # noqa: E402
 
 DAG_STEPS = 900            # 11 nodes a step: ~10 000 nodes
 INDEXED_N = 1000
@@ -237,18 +239,10 @@ def test_casadi(benchmark, name, which):
 
 # ---- the report ----------------------------------------------------------------
 
-Timing = Tuple[float, float]          # (min, median) seconds per call
-
-
 def measure(fn: Callable, *args, budget: float = 0.02, total: float = 1.5) -> Timing:
-    """Min and median seconds per call of ``fn(*args)`` over many short repeats
-    (the minimum finds a quiet moment on a shared machine)."""
-    timer = timeit.Timer(lambda: fn(*args))
-    first = timer.timeit(1)
-    number = max(1, int(budget / max(first, 1e-9)))
-    repeat = max(5, min(200, int(total / max(first * number, 1e-9))))
-    runs = [t / number for t in timer.repeat(repeat=repeat, number=number)]
-    return min(runs), statistics.median(runs)
+    """Min and median seconds per call over 5 to 200 short repeats."""
+    return common.measure(fn, *args, budget=budget, total=total, min_repeat=5,
+                          max_repeat=200)
 
 
 def fmt_time(seconds: Optional[float]) -> str:

@@ -59,6 +59,9 @@ import scipy.sparse as sp
 import tapead as ta
 import tapead.numpy as tnp
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import cpu_name  # noqa: E402  (benchmarks/common.py)
+
 SIZES = [10, 30, 100, 300, 1000, 3000, 10_000, 30_000, 100_000]
 TEST_SIZES = [100, 1000]
 BUDGET_S = 2.0                  # a method stops where a call would take longer,
@@ -432,15 +435,7 @@ def sweep(sizes=SIZES, budget_s: float = BUDGET_S,
 
 
 def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_name()
     versions = {"python": platform.python_version(), "numpy": np.__version__}
     for module in ("jax", "casadi"):
         if importable(module):

@@ -18,10 +18,8 @@ import datetime
 from importlib.metadata import version
 import os
 import platform
-import statistics
 import sys
-import timeit
-from typing import Callable, Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -30,22 +28,7 @@ import bench_core as bc  # noqa: E402
 
 from tapead._core import Tape  # noqa: E402
 
-Timing = Tuple[float, float]          # (min, median) seconds per call
-
-
-def measure(fn: Callable, *args, budget: float = 0.02, total: float = 1.5) -> Timing:
-    """Min and median seconds per call of ``fn(*args)``, after one warm-up call.
-
-    Many short repeats (about ``budget`` seconds each, up to ``total`` in
-    all, 3 to 50 of them) so that the minimum finds a quiet moment on a
-    shared machine.
-    """
-    timer = timeit.Timer(lambda: fn(*args))
-    first = timer.timeit(1)
-    number = max(1, int(budget / max(first, 1e-9)))
-    repeat = max(3, min(50, int(total / max(first * number, 1e-9))))
-    runs = [t / number for t in timer.repeat(repeat=repeat, number=number)]
-    return min(runs), statistics.median(runs)
+from common import Timing, measure  # noqa: E402,F401  (shared with the other reports)
 
 
 def peer(name: str):

@@ -35,6 +35,7 @@ from typing import Dict, Optional
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import cpu_name  # noqa: E402  (benchmarks/common.py)
 import bench_training as bt  # noqa: E402
 
 import tapead  # noqa: E402
@@ -60,15 +61,7 @@ def _importable(name: Optional[str]) -> bool:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_name()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (f"{cpu}, {os.cpu_count()} cores, no GPU; Python {platform.python_version()}, "
             f"load average at start {load:.2f}")

@@ -1,0 +1,38 @@
+"""Helpers the benchmark scripts share: timing on a shared machine, the CPU name."""
+from __future__ import annotations
+
+import platform
+import statistics
+import timeit
+from typing import Callable, Tuple
+
+Timing = Tuple[float, float]          # (min, median) seconds per call
+
+
+def measure(fn: Callable, *args, budget: float = 0.02, total: float = 1.5,
+            min_repeat: int = 3, max_repeat: int = 50) -> Timing:
+    """Min and median seconds per call of ``fn(*args)``, after one warm-up call.
+
+    Many short repeats (about ``budget`` seconds each, up to ``total`` in
+    all, ``min_repeat`` to ``max_repeat`` of them) so that the minimum finds
+    a quiet moment on a shared machine.
+    """
+    timer = timeit.Timer(lambda: fn(*args))
+    first = timer.timeit(1)
+    number = max(1, int(budget / max(first, 1e-9)))
+    repeat = max(min_repeat, min(max_repeat, int(total / max(first * number, 1e-9))))
+    runs = [t / number for t in timer.repeat(repeat=repeat, number=number)]
+    return min(runs), statistics.median(runs)
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return cpu
