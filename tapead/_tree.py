@@ -100,26 +100,38 @@ def _freeze(td: TreeDef) -> TreeDef:
     return td
 
 
+_CLOSE = object()     # tree_unflatten's marker: a node's children are all built
+
+
 def tree_unflatten(treedef: TreeDef, leaves: List[Any]) -> Any:
-    """Inverse of ``tree_flatten``."""
+    """Inverse of ``tree_flatten``.
+
+    Iterative, with an explicit stack (a closure that calls itself is a
+    reference cycle, which kept every call's leaves alive until the garbage
+    collector ran).
+    """
     if treedef.flat:
         if treedef.kind == "dict":
             return dict(zip(treedef.meta, leaves))
         return tuple(leaves) if treedef.kind == "tuple" else list(leaves)
     it = iter(leaves)
-
-    def build(td):
-        if td.kind == "leaf":
-            return next(it)
-        if td.kind == "none":
-            return None
-        kids = [build(c) for c in td.children]
-        if td.kind == "tuple":
-            return tuple(kids)
-        if td.kind == "list":
-            return kids
-        return dict(zip(td.meta, kids))
-    return build(treedef)
+    root: List[Any] = []
+    stack: List[Any] = [(treedef, root)]
+    while stack:
+        td, out = stack.pop()
+        if td is _CLOSE:
+            node, kids, parent = out
+            parent.append(tuple(kids) if node.kind == "tuple" else kids
+                          if node.kind == "list" else dict(zip(node.meta, kids)))
+        elif td.kind == "leaf":
+            out.append(next(it))
+        elif td.kind == "none":
+            out.append(None)
+        else:
+            kids: List[Any] = []
+            stack.append((_CLOSE, (td, kids, out)))
+            stack.extend((c, kids) for c in reversed(td.children))
+    return root[0]
 
 
 def tree_map(f: Callable, tree: Any, *rest: Any) -> Any:
