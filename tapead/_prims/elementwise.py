@@ -59,8 +59,21 @@ _FRESH = frozenset(["sin", "cos", "tan", "log", "log1p", "sqrt", "tanh", "arctan
                     "arcsinh", "arccosh", "arctanh", "cbrt"])
 
 
+def _is_ones_like(g, v) -> bool:
+    """Whether g is a broadcast constant 1 (the cotangent of a sum) of v's
+    shape and dtype, so that g * v is v."""
+    if type(g) is not np.ndarray or not g.ndim or any(g.strides):
+        return False                     # the common case, decided by type and strides
+    if not (type(v) is np.ndarray or isinstance(v, Box)):
+        return False
+    return (g.shape == np.shape(v) and g.dtype == np.result_type(concrete(v))
+            and g.flat[0] == 1)
+
+
 def _times_fresh(d, g):
     """g * d, written into d when d is a new array of the result's shape."""
+    if isinstance(d, Box) and _is_ones_like(g, d):       # no mul node on an outer tape
+        return d
     if type(d) is np.ndarray:
         if type(g) is np.ndarray:
             if g.shape == d.shape and g.dtype == d.dtype:
@@ -258,8 +271,7 @@ def _times(g, v):
 
     Returning v aliases a recorded value; the sweep never writes into arrays it
     did not allocate, so the alias is safe."""
-    if type(g) is np.ndarray and type(v) is np.ndarray and g.ndim and g.shape == v.shape \
-            and not any(g.strides) and g.dtype == v.dtype and g.flat[0] == 1:
+    if _is_ones_like(g, v):
         return v
     return g * v
 
