@@ -7,7 +7,8 @@ import pytest
 import tapead as ta
 import tapead.numpy as tnp
 import tapead.scaly as sc
-from tapead.coloring import is_valid_column_coloring, is_valid_star_coloring
+from tapead.coloring import (is_valid_acyclic_coloring, is_valid_column_coloring,
+                             is_valid_star_coloring)
 
 
 def seed_function():
@@ -75,8 +76,9 @@ def test_arrow_star_needs_two_directions_and_matches_dense(n):
     w = np.linspace(-1.0, 2.0, n + 1)
     H = ta.hessian(lambda w: tnp.sum(tnp.sin(w[:-1] * w[-1])))(w)
     np.testing.assert_allclose(hess(w), H[P.row, P.col], rtol=1e-13, atol=1e-14)
-    by_columns = sc.sparse_hessian(total, "cost", "w", coloring="column")
-    np.testing.assert_allclose(by_columns(w), hess(w), rtol=1e-13, atol=1e-14)
+    for coloring in ("column", "acyclic"):
+        other = sc.sparse_hessian(total, "cost", "w", coloring=coloring)
+        np.testing.assert_allclose(other(w), hess(w), rtol=1e-13, atol=1e-14)
 
 
 # ---------------------------------------------------------------------------
@@ -140,10 +142,15 @@ def test_random_sparse_hessians(seed):
     P = sh.output_sparsities[0]
     assert (P.to_mask() == P.to_mask().T).all()
     assert is_valid_star_coloring(P.to_scipy(), sc.star_coloring(P))
+    assert is_valid_acyclic_coloring(P.to_scipy(), sc.acyclic_coloring(P))
     xv = np.random.default_rng(seed).normal(size=9)
     H = ta.hessian(ref)(xv)
     assert not np.any(H[~P.to_mask()])
     np.testing.assert_allclose(sh(xv), H[P.row, P.col], rtol=1e-12, atol=1e-12)
+    by_substitution = sc.sparse_hessian(f, "cost", "x", coloring="acyclic")
+    assert by_substitution.output_sparsities[0] == P
+    np.testing.assert_allclose(by_substitution(xv), H[P.row, P.col], rtol=1e-11,
+                               atol=1e-11 * max(1.0, np.abs(H).max()))
 
 
 def test_pattern_follows_calls_and_ignores_other_inputs():
@@ -195,8 +202,8 @@ def test_errors():
         sc.jacobian_sparsity(f.outputs[0], f.outputs[0])
     with pytest.raises(sc.NonScalarGradientError, match="single element"):
         sc.sparse_hessian(f, "y", "x")
-    with pytest.raises(ValueError, match="acyclic"):
-        sc.sparse_hessian(arrow_total(3), "cost", "w", coloring="acyclic")
+    with pytest.raises(ValueError, match="'star'.*'acyclic'.*'column'"):
+        sc.sparse_hessian(arrow_total(3), "cost", "w", coloring="distance1")
     with pytest.raises(sc.UnknownNameError):
         sc.sparse_jacobian(f, "z", "x")
     with pytest.raises(ValueError, match="order"):
@@ -226,3 +233,9 @@ def test_dense_hessian_of_a_banded_function_takes_few_directions():
     g = sc.gradient(rosen, "out", "x")
     P = sc.jacobian_sparsity(g.outputs[0], rosen.input("x"))
     assert max(sc.column_coloring(P)) + 1 == 3
+    # a tridiagonal Hessian: acyclic coloring takes 2 colors where star takes 3,
+    # and every off-diagonal value is solved by substitution along one path
+    assert max(sc.acyclic_coloring(P)) + 1 == 2 and max(sc.star_coloring(P)) + 1 == 3
+    by_substitution = sc.sparse_hessian(rosen, "out", "x", coloring="acyclic")
+    np.testing.assert_allclose(by_substitution(x), ref[P.row, P.col], rtol=1e-12,
+                               atol=1e-9)

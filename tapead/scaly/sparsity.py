@@ -186,8 +186,8 @@ def star_coloring(pattern: Any, order: str = "natural") -> Tuple[int, ...]:
 
 def acyclic_coloring(pattern: Any, order: str = "natural") -> Tuple[int, ...]:
     """Acyclic coloring of a symmetric pattern (no two-colored cycle); fewer
-    colors than star, recovery by substitution (functional API:
-    ``ta.sparse_hessian(f, coloring="acyclic")``)."""
+    colors than star, recovery by substitution
+    (``sc.sparse_hessian(f, ..., coloring="acyclic")``)."""
     return tuple(_coloring.acyclic_coloring(_pattern_arg(pattern), order=order))
 
 
@@ -222,8 +222,35 @@ def _compressed(y: Expr, x: Expr, rec, batched: bool = True) -> Expr:
     if t is None:
         return zeros((rec.nnz,))
     flat = reshape(t, (K * m,))
-    g = np.asarray(rec.gather, dtype=np.int64)      # index into B (m, K), C order
-    return gather(flat, (g % K) * m + g // K, (rec.nnz,))
+
+    def in_flat(g):                                 # index into B (m, K), C order
+        g = np.asarray(g, dtype=np.int64)
+        return (g % K) * m + g // K
+    if isinstance(rec, _coloring.AcyclicRecovery):
+        return _substituted(flat, rec, in_flat)
+    return gather(flat, in_flat(rec.gather), (rec.nnz,))
+
+
+def _substituted(flat: Expr, rec, in_flat) -> Expr:
+    """The acyclic recovery as expressions: the diagonal is a gather, and each
+    off-diagonal value is solved along its 2-colored tree, leaves first, as
+    ``tapead.recovery.AcyclicRecovery`` does (one scalar node per value)."""
+    values = [None] * rec.nnz
+    diag = gather(flat, in_flat(rec.diag_gather), (len(rec.diag_pos),))
+    for j, pos in enumerate(rec.diag_pos):
+        values[pos] = diag[j]
+    sources = in_flat(rec.gather)
+    for t in range(len(rec.tree_ptr) - 1):
+        acc: dict = {}                              # solved values summed per vertex
+        for k in range(rec.tree_ptr[t], rec.tree_ptr[t + 1]):
+            a, w, p, q = (int(v) for v in rec.plan[k])
+            val = flat[int(sources[k])]
+            prev = acc.pop(a, None)
+            if prev is not None:
+                val = val - prev
+            acc[w] = val if w not in acc else acc[w] + val
+            values[p] = values[q] = val
+    return stack(values)
 
 
 def dense_jacobian_expr(y: Expr, x: Expr) -> Expr:
@@ -262,7 +289,7 @@ def sparse_jacobian(f: Function, out: str, inp: str, order: str = "natural") -> 
     return _sparse_function(f, "spjac", out, inp, _compressed(y, x, rec), pattern)
 
 
-_HESSIAN_COLORINGS = ("star", "column")
+_HESSIAN_COLORINGS = ("star", "acyclic", "column")
 
 
 def sparse_hessian(f: Function, out: str, inp: str, coloring: str = "star",
@@ -275,13 +302,15 @@ def sparse_hessian(f: Function, out: str, inp: str, coloring: str = "star",
     batched forward pass over the gradient with a direction per color gives
     ``H S``.  Entry (i, j) is read from row i of column color(j) when no
     other column of that color has an entry in row i, and otherwise from row
-    j of column color(i).  ``coloring="column"`` treats H as a Jacobian
+    j of column color(i).  ``coloring="acyclic"`` needs fewer colors and
+    solves the off-diagonal values along 2-colored trees (substitution, a
+    scalar node per value); ``coloring="column"`` treats H as a Jacobian
     (distance-2 coloring, more directions).
     """
     if coloring not in _HESSIAN_COLORINGS:
         raise ValueError(f"sc.sparse_hessian: unknown coloring {coloring!r}; use 'star' "
-                         "(direct recovery) or 'column'. Acyclic coloring recovers by "
-                         "substitution: use ta.sparse_hessian(f, coloring='acyclic')")
+                         "(direct recovery), 'acyclic' (fewer colors, recovery by "
+                         "substitution) or 'column'")
     y, x = _pick(f, out, inp)
     if y.size != 1:
         raise NonScalarGradientError(
@@ -291,6 +320,9 @@ def sparse_hessian(f: Function, out: str, inp: str, coloring: str = "star",
     if coloring == "star":
         colors = star_coloring(pattern, order=order)
         rec = _coloring.star_recovery(pattern._csr, colors)
+    elif coloring == "acyclic":
+        colors = acyclic_coloring(pattern, order=order)
+        rec = _coloring.acyclic_recovery(pattern._csr, colors)
     else:
         colors = column_coloring(pattern, order=order)
         rec = _coloring.jacobian_recovery(pattern._csr, colors)
