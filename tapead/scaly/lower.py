@@ -343,6 +343,11 @@ class LoweredProgram:
                 raw = [self.tape.value(i) if i >= 0 else None for i in self._ids]
         return [convert(v) for convert, v in zip(self._convert, raw)]
 
+    def output_node(self, k: int) -> int:
+        """Tape node id of output ``k``, or -1 when it does not depend on an
+        input (a constant)."""
+        return self._ids[k]
+
     def set_packing(self, pack: Callable[[List[Any]], Any], takes_args: bool) -> None:
         """Enable ``run_exact``: ``pack(outputs)`` is the caller's result;
         ``takes_args``: the caller's arguments are the inputs, one each."""

@@ -118,14 +118,14 @@ def _pattern(y: Expr, x: Expr) -> Sparsity:
     from tapead.scaly.lower import LoweredProgram
     from tapead.scaly.simplify import simplify
     (y,) = simplify(expand_calls([y]))
-    others = [n for n in topo_order([y]) if n.op == "input" and n is not x]
-    if not x.diff or all(n is not x for n in topo_order([y])):
+    nodes = topo_order([y])
+    if not x.diff or all(n is not x for n in nodes):
         return Sparsity(sp.csr_array((y.size, x.size), dtype=bool))
-    inputs = [x] + others
+    inputs = [x] + [n for n in nodes if n.op == "input" and n is not x]
     with np.errstate(all="ignore"):
         prog = LoweredProgram(inputs, [y], [_generic_values(n) for n in inputs])
-    on_tape, ref = prog._slots[0]
-    if not on_tape:
+    ref = prog.output_node(0)
+    if ref < 0:
         return Sparsity(sp.csr_array((y.size, x.size), dtype=bool))
     pats, total = _patterns.tape_sparsity(prog.tape)
     P = _patterns._as_csr(pats[ref], total)
