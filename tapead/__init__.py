@@ -9,6 +9,7 @@ from tapead import _prims  # noqa: F401  (registers the rules with the core)
 from tapead import numpy  # noqa: F401
 from tapead._core import Tape, Tracer, Dual  # noqa: F401
 from tapead._tree import tree_flatten, tree_unflatten, tree_map  # noqa: F401
+from tapead import tree_util  # noqa: F401
 from tapead.errors import (GuardFlippedError, LeakedTracerError, MissingRuleError,  # noqa
                            NonDifferentiableError, NonScalarOutputError, ShapeError,
                            TapeReplayError, TapeadError)

@@ -74,12 +74,34 @@ def bind(prim, *args, **params):
     return _bind(prim, args, params)
 
 
+cdef object _pack_object_args(tuple args):
+    """``args`` with every object array of tracers (``np.array([a, b])`` of traced
+    scalars) packed into one traced array, or None when none holds a tracer."""
+    cdef list out = []
+    cdef bint changed = False
+    pack = _box_methods["pack_objects"]
+    for a in args:
+        if type(a) is np.ndarray and (<object>a).dtype == _OBJECT_DTYPE:
+            b = pack(a)
+            if b is not a:
+                changed = True
+            out.append(b)
+        else:
+            out.append(a)
+    return tuple(out) if changed else None
+
+
 cdef object _bind(PrimitiveBase prim, tuple args, dict params):
     cdef Trace top = None, t
     cdef bint inner = False
     cdef Py_ssize_t i, n = len(args)
     for i in range(n):
         t = trace_of(args[i])
+        if t is None and type(args[i]) is np.ndarray \
+                and (<object>args[i]).dtype == _OBJECT_DTYPE:
+            packed = _pack_object_args(args)
+            if packed is not None:
+                return _bind(prim, packed, params)
         if t is not None:
             if not t.active:
                 raise LeakedTracerError(

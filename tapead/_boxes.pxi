@@ -75,11 +75,15 @@ cdef class Tracer:
         return _box_methods["__array_function__"](func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise TypeError(
-            "a tapead tracer cannot be turned into a numpy array: that would "
-            "drop its derivative. Use tapead.numpy functions (or plain numpy "
-            "functions, which dispatch to tapead), or ta.stop_gradient(x) "
-            "if you really want the value")
+        # A 0-d tracer becomes a 0-d object array holding itself, so that
+        # np.array([a, b]) of traced scalars builds an object array of tracers;
+        # tapead packs such arrays into one traced array (one stack node) as
+        # soon as they reach a tapead operation or a transform's output.
+        if (dtype is None or dtype == _OBJECT_DTYPE) and not self.shape:
+            out = np.empty((), dtype=_OBJECT_DTYPE)
+            out[()] = self
+            return out
+        raise TypeError(array_conversion_message(self, dtype))
 
     def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
@@ -180,11 +184,15 @@ cdef class Dual:
         return _box_methods["__array_function__"](func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise TypeError(
-            "a tapead tracer cannot be turned into a numpy array: that would "
-            "drop its derivative. Use tapead.numpy functions (or plain numpy "
-            "functions, which dispatch to tapead), or ta.stop_gradient(x) "
-            "if you really want the value")
+        # A 0-d tracer becomes a 0-d object array holding itself, so that
+        # np.array([a, b]) of traced scalars builds an object array of tracers;
+        # tapead packs such arrays into one traced array (one stack node) as
+        # soon as they reach a tapead operation or a transform's output.
+        if (dtype is None or dtype == _OBJECT_DTYPE) and not self.shape:
+            out = np.empty((), dtype=_OBJECT_DTYPE)
+            out[()] = self
+            return out
+        raise TypeError(array_conversion_message(self, dtype))
 
     def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)

@@ -383,8 +383,27 @@ cdef raise_conversion(object x, str kind):
         f"{kind}() of a traced value would drop its derivative (the result would be a "
         "constant, silently). Keep computing with the traced value; use tapead.numpy "
         "functions instead of math.* ones; to assign into a numpy array, start from a "
-        "traced one (A = x * np.zeros(n), or tapead.numpy.at(A)[i].set(x)); if you really "
-        "want the value as a constant, use ta.stop_gradient(x).")
+        "traced one (A = x * np.zeros(n), or tapead.numpy.at(A)[i].set(x)), or build "
+        "the array with np.stack / tapead.numpy.array. If you really want the number as "
+        f"a constant, with no derivative through it, use {kind}(x.primal).")
+
+
+cdef object _OBJECT_DTYPE = np.dtype(object)
+
+
+cdef str array_conversion_message(object x, object dtype):
+    if dtype is not None and dtype != _OBJECT_DTYPE:
+        what = f"a numpy array of dtype {np.dtype(dtype)}"
+    else:
+        what = "a numpy array"
+    return (
+        f"a traced value cannot be turned into {what}: that would drop its "
+        "derivative. Use numpy functions (they dispatch to tapead) or tapead.numpy "
+        "ones; build arrays from traced values with np.stack([...]) or "
+        "tapead.numpy.array([...]); for scipy functions use their tapead "
+        "counterparts (tapead.scipy.special, tapead.scipy.linalg): scipy's own "
+        "compiled code cannot see through tracers. If you really want the value as a "
+        "constant, with no derivative through it, use x.primal.")
 
 
 include "_prim.pxi"

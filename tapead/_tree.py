@@ -1,9 +1,102 @@
-"""Minimal pytrees: nested tuples, lists and dicts of leaves."""
+"""Pytrees: nested tuples, lists, dicts, namedtuples, dataclasses and the
+container types registered with ``register_pytree_node``, with arrays and
+numbers as leaves.  Flattening and unflattening are iterative (no recursion
+limit)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, List, Tuple
 
 from tapead._core import classify_leaves
+
+#: type -> (flatten(node) -> (children, aux_data), unflatten(aux_data, children) -> node)
+_REGISTRY: dict = {}
+
+
+def register_pytree_node(nodetype: type, flatten_func: Callable, unflatten_func: Callable):
+    """Make instances of ``nodetype`` pytree nodes (same signature as JAX's).
+
+    Parameters
+    ----------
+    nodetype : type
+        The container class.
+    flatten_func : callable
+        ``flatten_func(node) -> (children, aux_data)``: the children (an iterable
+        of pytrees) and hashable, comparable static data.
+    unflatten_func : callable
+        ``unflatten_func(aux_data, children) -> node``.
+
+    Examples
+    --------
+    >>> import tapead as ta
+    >>> class Pair:
+    ...     def __init__(self, a, b):
+    ...         self.a, self.b = a, b
+    >>> ta.tree_util.register_pytree_node(
+    ...     Pair, lambda p: ((p.a, p.b), None), lambda aux, ch: Pair(*ch))
+    >>> g = ta.grad(lambda p: p.a * p.b)(Pair(2.0, 3.0))
+    >>> float(g.a), float(g.b)
+    (3.0, 2.0)
+    """
+    if not isinstance(nodetype, type):
+        raise TypeError(f"register_pytree_node: {nodetype!r} is not a class")
+    if not (callable(flatten_func) and callable(unflatten_func)):
+        raise TypeError("register_pytree_node(nodetype, flatten_func, unflatten_func): "
+                        "both functions must be callable")
+    if nodetype in (tuple, list, dict, type(None)):
+        raise ValueError(f"register_pytree_node: {nodetype.__name__} is already a pytree node")
+    _REGISTRY[nodetype] = (flatten_func, unflatten_func)
+
+
+def _node_children(node):
+    """(kind, meta, children) for a container node, or None for a leaf."""
+    t = type(node)
+    if t is tuple:
+        return "tuple", None, node
+    if t is list:
+        return "list", None, node
+    if t is dict:
+        keys = sorted(node)
+        return "dict", tuple(keys), [node[k] for k in keys]
+    if node is None:
+        return "none", None, ()
+    reg = _REGISTRY.get(t)
+    if reg is not None:
+        children, aux = reg[0](node)
+        return "custom", (t, aux), list(children)
+    if isinstance(node, tuple) and hasattr(t, "_fields"):
+        return "namedtuple", t, node
+    if isinstance(node, dict):
+        keys = sorted(node)
+        return "dict", tuple(keys), [node[k] for k in keys]
+    if isinstance(node, (tuple, list)):
+        return ("tuple" if isinstance(node, tuple) else "list"), None, node
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        names = tuple(f.name for f in dataclasses.fields(node))
+        return "dataclass", (t, names), [getattr(node, n) for n in names]
+    return None
+
+
+def _rebuild(td, kids):
+    kind = td.kind
+    if kind == "tuple":
+        return tuple(kids)
+    if kind == "list":
+        return kids
+    if kind == "dict":
+        return dict(zip(td.meta, kids))
+    if kind == "namedtuple":
+        return td.meta(*kids)
+    if kind == "dataclass":
+        cls, names = td.meta
+        obj = object.__new__(cls)
+        for n, v in zip(names, kids):
+            object.__setattr__(obj, n, v)
+        return obj
+    if kind == "custom":
+        cls, aux = td.meta
+        return _REGISTRY[cls][1](aux, kids)
+    raise AssertionError(kind)
 
 
 class TreeDef:
@@ -12,8 +105,10 @@ class TreeDef:
     __slots__ = ("kind", "meta", "children", "flat", "all_float")
 
     def __init__(self, kind, meta, children, flat=False):
-        self.kind = kind          # "leaf", "tuple", "list", "dict", "none"
-        self.meta = meta          # dict keys (sorted) for dicts
+        self.kind = kind          # "leaf", "tuple", "list", "dict", "none", "namedtuple",
+        #                           "dataclass", "custom"
+        self.meta = meta          # dict keys (sorted); the class (and field names or
+        #                           aux data) for the other containers
         self.children = children
         self.flat = flat          # a tuple/list whose children are all leaves
         self.all_float = False    # set by the transforms: every leaf a Python float
@@ -59,22 +154,19 @@ def tree_flatten(tree: Any) -> Tuple[List[Any], TreeDef]:
     stack = [(tree, root_holder)]
     while stack:
         node, out = stack.pop()
-        if isinstance(node, (tuple, list)) and not hasattr(node, "_fields"):
-            children: list = []
-            out.append(TreeDef("tuple" if isinstance(node, tuple) else "list", None, children))
-            for child in reversed(node):
-                stack.append((child, _Slot(children)))
-        elif isinstance(node, dict):
-            keys = sorted(node)
-            children = []
-            out.append(TreeDef("dict", tuple(keys), children))
-            for k in reversed(keys):
-                stack.append((node[k], _Slot(children)))
-        elif node is None:
-            out.append(TreeDef("none", None, ()))
-        else:
+        spec = _node_children(node)
+        if spec is None:
             leaves.append(node)
             out.append(LEAF)
+            continue
+        kind, meta, kids = spec
+        if kind == "none":
+            out.append(TreeDef("none", None, ()))
+            continue
+        children: list = []
+        out.append(TreeDef(kind, meta, children))
+        for child in reversed(kids):
+            stack.append((child, _Slot(children)))
     return leaves, _freeze(root_holder[0])
 
 
@@ -121,8 +213,7 @@ def tree_unflatten(treedef: TreeDef, leaves: List[Any]) -> Any:
         td, out = stack.pop()
         if td is _CLOSE:
             node, kids, parent = out
-            parent.append(tuple(kids) if node.kind == "tuple" else kids
-                          if node.kind == "list" else dict(zip(node.meta, kids)))
+            parent.append(_rebuild(node, kids))
         elif td.kind == "leaf":
             out.append(next(it))
         elif td.kind == "none":
@@ -138,3 +229,13 @@ def tree_map(f: Callable, tree: Any, *rest: Any) -> Any:
     leaves, td = tree_flatten(tree)
     others = [tree_flatten(r)[0] for r in rest]
     return tree_unflatten(td, [f(x, *ys) for x, *ys in zip(leaves, *others)])
+
+
+def tree_leaves(tree: Any) -> List[Any]:
+    """The leaves of ``tree`` in flattening order."""
+    return tree_flatten(tree)[0]
+
+
+def tree_structure(tree: Any) -> TreeDef:
+    """The structure of ``tree`` (its ``TreeDef``)."""
+    return tree_flatten(tree)[1]

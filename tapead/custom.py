@@ -65,16 +65,66 @@ def _as_flat_cotangent(g, info):
     return _unpack(g, info["shapes"])
 
 
+def _nondiff(nondiff_argnums):
+    nums = (nondiff_argnums,) if isinstance(nondiff_argnums, int) else tuple(nondiff_argnums)
+    if any(not isinstance(k, int) or k < 0 for k in nums):
+        raise ValueError(f"nondiff_argnums must be non-negative ints, got {nondiff_argnums!r}")
+    return tuple(sorted(set(nums)))
+
+
+def _split_args(custom, args):
+    """(the non-differentiable arguments, the others) of a call."""
+    nums = custom.nondiff_argnums
+    if not nums:
+        return (), args
+    if nums[-1] >= len(args):
+        raise TypeError(f"{custom.__name__}: nondiff_argnums {nums} names argument "
+                        f"{nums[-1]}, but the call has {len(args)} positional arguments")
+    nd = tuple(args[k] for k in nums)
+    for k, v in zip(nums, nd):
+        if any(isinstance(x, Box) for x in tree_flatten(v)[0]):
+            raise TypeError(
+                f"{custom.__name__}: argument {k} is in nondiff_argnums but holds a traced "
+                "value; non-differentiable arguments must not depend on the inputs being "
+                "differentiated (pass it as an ordinary argument and return a zero "
+                "cotangent / tangent for it instead)")
+    return nd, tuple(a for k, a in enumerate(args) if k not in nums)
+
+
+def _merge_args(nums, nd, diff):
+    """The full positional arguments from the two parts of ``_split_args``."""
+    if not nums:
+        return tuple(diff)
+    out, it_nd, it_diff = [], iter(nd), iter(diff)
+    for k in range(len(nd) + len(diff)):
+        out.append(next(it_nd) if k in nums else next(it_diff))
+    return tuple(out)
+
+
 class custom_jvp:
     """Give a function its own forward-mode rule (``@f.defjvp``).
 
     ``jvp_rule(primals, tangents) -> (primal_out, tangent_out)``, with the
-    tuples of ``f``'s positional arguments.
+    tuples of ``f``'s positional arguments.  With ``nondiff_argnums`` (as in
+    JAX) those arguments are passed first and are left out of ``primals`` and
+    ``tangents``: ``jvp_rule(*nondiff_args, primals, tangents)``.
+
+    >>> import functools, tapead as ta, tapead.numpy as tnp
+    >>> @functools.partial(ta.custom_jvp, nondiff_argnums=(0,))
+    ... def apply(fn, x):
+    ...     return fn(x)
+    >>> @apply.defjvp
+    ... def apply_jvp(fn, primals, tangents):
+    ...     (x,), (t,) = primals, tangents
+    ...     return fn(x), 2.0 * t            # a deliberately simple rule
+    >>> float(ta.grad(lambda x: apply(tnp.sin, x))(0.3))
+    2.0
     """
 
-    def __init__(self, fun: Callable):
+    def __init__(self, fun: Callable, nondiff_argnums=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
+        self.nondiff_argnums = _nondiff(nondiff_argnums)
         self.jvp_rule: Optional[Callable] = None
         self.prim = Primitive(f"custom_jvp[{getattr(fun, '__name__', 'f')}]", self._impl)
         self.prim.defjvp_any(self._jvp_k)
@@ -84,27 +134,27 @@ class custom_jvp:
         self.jvp_rule = jvp_rule
         return jvp_rule
 
-    def _impl(self, *leaves, treedef, info, cache):
-        out = self.fun(*tree_unflatten(treedef, list(leaves)))
-        return _flat_out(out, info)
+    def _impl(self, *leaves, treedef, info, cache, nondiff=()):
+        args = _merge_args(self.nondiff_argnums, nondiff, tree_unflatten(treedef, list(leaves)))
+        return _flat_out(self.fun(*args), info)
 
-    def _rule_tangent(self, leaves, tangent_leaves, treedef, info):
+    def _rule_tangent(self, leaves, tangent_leaves, treedef, info, nondiff):
         primals = tree_unflatten(treedef, list(leaves))
         tangents = tree_unflatten(treedef, list(tangent_leaves))
-        _, t_out = self.jvp_rule(tuple(primals), tuple(tangents))
+        _, t_out = self.jvp_rule(*nondiff, tuple(primals), tuple(tangents))
         return _flat_out(t_out, dict(info))
 
-    def _jvp_k(self, k, t, ans, *leaves, treedef, info, cache):
+    def _jvp_k(self, k, t, ans, *leaves, treedef, info, cache, nondiff=()):
         tl = [t if j == k else _zeros_like(x) for j, x in enumerate(leaves)]
-        return self._rule_tangent(leaves, tl, treedef, info)
+        return self._rule_tangent(leaves, tl, treedef, info, nondiff)
 
-    def _vjp_k(self, k, g, ans, *leaves, treedef, info, cache):
+    def _vjp_k(self, k, g, ans, *leaves, treedef, info, cache, nondiff=()):
         if cache.get("key") != id(g):
             from tapead.transforms import grad
             g_flat = g
 
             def inner(*tl):
-                return _sum(g_flat * self._rule_tangent(leaves, tl, treedef, info))
+                return _sum(g_flat * self._rule_tangent(leaves, tl, treedef, info, nondiff))
             zeros = [_zeros_like(x) for x in leaves]
             cts = grad(inner, argnums=tuple(range(len(leaves))))(*zeros)
             cache["key"], cache["cts"], cache["g"] = id(g), cts, g
@@ -122,12 +172,27 @@ class custom_vjp:
 
     ``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple`` of
     cotangents, one per positional argument.  Forward mode differentiates the
-    original function.
+    original function.  With ``nondiff_argnums`` (as in JAX) ``fwd`` still
+    takes every argument, while ``bwd(*nondiff_args, residuals, g)`` returns
+    cotangents for the other arguments only.
+
+    >>> import functools, tapead as ta, tapead.numpy as tnp
+    >>> @functools.partial(ta.custom_vjp, nondiff_argnums=(1,))
+    ... def clip_gradient(x, limit):
+    ...     return x
+    >>> def fwd(x, limit):
+    ...     return x, None
+    >>> def bwd(limit, res, g):
+    ...     return (tnp.clip(g, -limit, limit),)
+    >>> clip_gradient.defvjp(fwd, bwd)
+    >>> float(ta.grad(lambda x: 10.0 * clip_gradient(x, 2.0))(1.0))
+    2.0
     """
 
-    def __init__(self, fun: Callable):
+    def __init__(self, fun: Callable, nondiff_argnums=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
+        self.nondiff_argnums = _nondiff(nondiff_argnums)
         self.fwd: Optional[Callable] = None
         self.bwd: Optional[Callable] = None
         self.prim = Primitive(f"custom_vjp[{getattr(fun, '__name__', 'f')}]", self._impl)
@@ -137,24 +202,28 @@ class custom_vjp:
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
         self.fwd, self.bwd = fwd, bwd
 
-    def _impl(self, *leaves, treedef, info, cache):
-        out, res = self.fwd(*tree_unflatten(treedef, list(leaves)))
+    def _args(self, leaves, treedef, nondiff):
+        return _merge_args(self.nondiff_argnums, nondiff, tree_unflatten(treedef, list(leaves)))
+
+    def _impl(self, *leaves, treedef, info, cache, nondiff=()):
+        out, res = self.fwd(*self._args(leaves, treedef, nondiff))
         # nested transforms call impl at the outermost level only: remember for
         # which argument objects these residuals were computed
         cache["res"], cache["res_for"] = res, tuple(map(id, leaves)) + (leaves,)
         return _flat_out(out, info)
 
-    def _vjp_k(self, k, g, ans, *leaves, treedef, info, cache):
+    def _vjp_k(self, k, g, ans, *leaves, treedef, info, cache, nondiff=()):
         if cache.get("key") != id(g):
             g_tree = _restore_cotangent(g, info)
             if cache.get("res_for", ())[:len(leaves)] == tuple(map(id, leaves)):
                 res = cache["res"]
             else:                     # residuals at this level: run fwd on its values
-                res = self.fwd(*tree_unflatten(treedef, list(leaves)))[1]
-            cts = self.bwd(res, g_tree)
+                res = self.fwd(*self._args(leaves, treedef, nondiff))[1]
+            cts = self.bwd(*nondiff, res, g_tree)
             if not isinstance(cts, tuple):
                 raise TypeError(f"custom_vjp {self.__name__}: bwd must return a tuple "
-                                "with one cotangent per positional argument")
+                                "with one cotangent per positional argument"
+                                + (" not in nondiff_argnums" if nondiff else ""))
             ct_leaves, _ = tree_flatten(cts)
             if len(ct_leaves) != len(leaves):
                 raise TypeError(f"custom_vjp {self.__name__}: bwd returned "
@@ -163,12 +232,12 @@ class custom_vjp:
             cache["key"], cache["cts"], cache["g"] = id(g), ct_leaves, g
         return cache["cts"][k]
 
-    def _jvp_k(self, k, t, ans, *leaves, treedef, info, cache):
+    def _jvp_k(self, k, t, ans, *leaves, treedef, info, cache, nondiff=()):
         from tapead.transforms import jvp
         tl = [t if j == k else _zeros_like(x) for j, x in enumerate(leaves)]
 
         def flat(*ls):
-            return _flat_out(self.fun(*tree_unflatten(treedef, list(ls))), dict(info))
+            return _flat_out(self.fun(*self._args(ls, treedef, nondiff)), dict(info))
         return jvp(flat, tuple(leaves), tuple(tl))[1]
 
     def __call__(self, *args):
@@ -180,11 +249,13 @@ class custom_vjp:
 
 def _call_custom(custom, args):
     """Plain arguments: the function itself; traced ones: one primitive node."""
-    leaves, treedef = tree_flatten(args)
+    nondiff, diff = _split_args(custom, args)
+    leaves, treedef = tree_flatten(diff)
     if not any(isinstance(x, Box) for x in leaves):
         return custom.fun(*args)
     info: dict = {}
-    flat = _core.bind(custom.prim, *leaves, treedef=treedef, info=info, cache={})
+    flat = _core.bind(custom.prim, *leaves, treedef=treedef, info=info, cache={},
+                      nondiff=nondiff)
     return _restore(flat, info)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from tapead import _core, _prims  # noqa: F401  (_prims installs the rules)
 from tapead._core import Box, Dual, ForwardTrace, Tape, Tracer, shape_of
+from tapead._prims.construct import pack_objects
 from tapead._prims.elementwise import stop_gradient  # noqa: F401  (re-exported)
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.errors import NonScalarOutputError, ShapeError, TapeReplayError
@@ -143,6 +144,69 @@ def _plain(x):
     return x
 
 
+def _pack_outputs(out):
+    """A function's output with numpy object arrays of tracers (``np.array([a, b])``
+    of traced scalars) packed into traced arrays."""
+    if type(out) is Tracer or type(out) is Dual or type(out) is float:
+        return out
+    if type(out) is np.ndarray:
+        return pack_objects(out) if out.dtype == object else out
+    leaves, td = tree_flatten(out)
+    if not any(type(x) is np.ndarray and x.dtype == object for x in leaves):
+        return out
+    return tree_unflatten(td, [pack_objects(x) if type(x) is np.ndarray and x.dtype == object
+                               else x for x in leaves])
+
+
+def _concrete_tree(tree, trace):
+    """``tree`` with this trace's boxes replaced by their values (so nothing traced
+    escapes a transform): auxiliary data and other pass-through outputs."""
+    tree = _pack_outputs(tree)
+    leaves, td = tree_flatten(tree)
+    if not any(isinstance(x, Box) for x in leaves):
+        return tree
+    return tree_unflatten(td, [_plain(_unbox_out(x, trace)) for x in leaves])
+
+
+def _split_aux(out, name):
+    if not (isinstance(out, tuple) and len(out) == 2):
+        got = (f"a tuple of {len(out)}" if isinstance(out, tuple)
+               else f"a {type(out).__name__}")
+        raise TypeError(f"{name}(has_aux=True): the function must return a pair "
+                        f"(output, auxiliary data); it returned {got}")
+    return out
+
+
+def _check_scalar_output(out, name, has_aux):
+    """Explain an output grad cannot differentiate: None, a container, a bool or
+    integer, a non-scalar."""
+    if out is None:
+        raise TypeError(f"{name}: the function returned None; it must return a real "
+                        "scalar (a missing `return` statement?)")
+    if isinstance(out, (tuple, list, dict)) and not has_aux:
+        raise TypeError(
+            f"{name}: the function returned a {type(out).__name__} of {len(out)} "
+            f"values; {name} needs a single real floating-point scalar. If the other "
+            f"values are auxiliary data, return (value, aux) and pass has_aux=True; "
+            "for several outputs use ta.jacrev or ta.vjp")
+    value = _core.concrete(out) if isinstance(out, Box) else out
+    try:
+        dtype = np.result_type(value)
+    except TypeError:
+        raise TypeError(f"{name}: the function returned a {type(out).__name__}; it must "
+                        "return a real floating-point scalar") from None
+    if dtype.kind in "biu":
+        raise TypeError(
+            f"{name}: the function's output has dtype {dtype} "
+            f"({'a bool' if dtype.kind == 'b' else 'an integer'}); {name} needs a real "
+            "floating-point scalar output, whose derivative is defined. Return a float "
+            "(e.g. the quantity before comparing or rounding it)")
+    if np.shape(value) != ():
+        raise NonScalarOutputError(
+            f"{name} needs a function with a scalar output, got shape {np.shape(value)}; "
+            "use ta.jacrev / ta.vjp for vector outputs or reduce the output (e.g. .sum())")
+
+
 # ---------------------------------------------------------------------------
 # reverse mode
 # ---------------------------------------------------------------------------
@@ -167,7 +231,7 @@ def _record(f, args, kwargs, argnums, name):
             in_ids.append(range(start, start + len(leaves)) if td.all_float else
                           tape.inputs[len(tape.inputs) - len(leaves):])
             boxed[a] = tree_unflatten(td, tracers)
-        out = f(*boxed, **kwargs)
+        out = _pack_outputs(f(*boxed, **kwargs))
     finally:
         tape.active = False
     return tape, out, nums, single, in_leaves, in_trees, in_ids
@@ -216,27 +280,17 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
         tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
             f, args, kwargs, argnums, "grad")
         if has_aux:
-            if not (isinstance(out, tuple) and len(out) == 2):
-                raise TypeError("grad(has_aux=True): the function must return a pair "
-                                "(scalar value, auxiliary data)")
-            out, aux = out
+            out, aux = _split_aux(out, "grad")
+        if not (type(out) is Tracer and type(out.primal) is float):
+            _check_scalar_output(out, "grad", has_aux)
         if type(out) is Tracer and out.tape is tape:
-            if shape_of(out) != ():
-                raise NonScalarOutputError(
-                    f"grad needs a function with a scalar output, got shape "
-                    f"{np.shape(out.primal)}; use ta.jacrev / ta.vjp for vector outputs "
-                    "or reduce the output (e.g. .sum())")
             outputs, seeds = [out.idx], [1.0]
         else:
-            if np.shape(out) != ():
-                raise NonScalarOutputError(
-                    f"grad needs a function with a scalar output, got shape "
-                    f"{np.shape(out)}")
             outputs, seeds = [], []
         g = _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single)
         value = _plain(_unbox_out(out, tape))
         if has_aux:
-            return (value, aux), g
+            return (value, _concrete_tree(aux, tape)), g
         return value, g
     return value_and_grad_f
 
@@ -264,7 +318,8 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
         f, primals, {}, tuple(range(len(primals))), "vjp")
     if has_aux:
-        out, aux = out
+        out, aux = _split_aux(out, "vjp")
+        aux = _concrete_tree(aux, tape)
     out_leaves, out_tree = tree_flatten(out)
     values = [_plain(_unbox_out(x, tape)) for x in out_leaves]
 
@@ -294,8 +349,16 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
 # forward mode (dual numbers)
 # ---------------------------------------------------------------------------
 
-def jvp(f: Callable, primals: Sequence, tangents: Sequence):
-    """``(f(*primals), J·tangents)`` by dual numbers, in one forward run."""
+def jvp(f: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
+    """``(f(*primals), J·tangents)`` by dual numbers, in one forward run.
+
+    With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the result is
+    ``(output, tangent, aux)``, as in JAX.
+
+    >>> import numpy as np, tapead as ta
+    >>> ta.jvp(np.sin, (0.0,), (2.0,))
+    (np.float64(0.0), np.float64(2.0))
+    """
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp(f, primals, tangents): primals and tangents must be "
                         "tuples (one entry per positional argument)")
@@ -315,6 +378,10 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
                 t = float(t)
             duals.append(trace.input(p, t))
         out = f(*tree_unflatten(p_tree, duals))
+        if has_aux:
+            out, aux = _split_aux(out, "jvp")
+            aux = _concrete_tree(aux, trace)
+        out = _pack_outputs(out)
     finally:
         trace.active = False
     o_leaves, o_tree = tree_flatten(out)
@@ -327,6 +394,8 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
         else:
             vals.append(_plain(x))
             tans.append(_zeros_like(x))
+    if has_aux:
+        return tree_unflatten(o_tree, vals), tree_unflatten(o_tree, tans), aux
     return tree_unflatten(o_tree, vals), tree_unflatten(o_tree, tans)
 
 
@@ -343,17 +412,26 @@ def _per_argument(blocks, in_leaves, in_trees, single):
     return per_arg[0] if single else tuple(per_arg)
 
 
-def jacfwd(f: Callable, argnums: ArgNums = 0) -> Callable:
+def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
     """Jacobian by forward mode: one recording, all input directions at once.
 
     The tape is recorded once and a batched forward sweep carries one
     tangent direction per input element (an extra leading axis).  The
-    result is shaped ``out.shape + in.shape``.
+    result is shaped ``out.shape + in.shape``; with ``has_aux=True`` ``f``
+    returns ``(output, aux)`` and the result is ``(jacobian, aux)``.
+
+    >>> import numpy as np, tapead as ta
+    >>> ta.jacfwd(lambda x: x ** 2)(np.array([1.0, 3.0]))
+    array([[2., 0.],
+           [0., 6.]])
     """
     @functools.wraps(f)
     def jac_f(*args, **kwargs):
         tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
             f, args, kwargs, argnums, "jacfwd")
+        if has_aux:
+            out, aux = _split_aux(out, "jacfwd")
+            aux = _concrete_tree(aux, tape)
         flat_in = [x for leaves in in_leaves for x in leaves]
         flat_ids = [i for ids in in_ids for i in ids]
         sizes = [int(np.prod(np.shape(x))) for x in flat_in]
@@ -387,16 +465,28 @@ def jacfwd(f: Callable, argnums: ArgNums = 0) -> Callable:
                 blocks.append(blk)
                 off += m
             jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
-        return tree_unflatten(out_tree, jac_leaves)
+        jac = tree_unflatten(out_tree, jac_leaves)
+        return (jac, aux) if has_aux else jac
     return jac_f
 
 
-def jacrev(f: Callable, argnums: ArgNums = 0) -> Callable:
-    """Jacobian by reverse mode: one recording, one sweep per output element."""
+def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+    """Jacobian by reverse mode: one recording, one sweep per output element.
+
+    Shaped ``out.shape + in.shape``; ``has_aux`` as in :func:`jacfwd`.
+
+    >>> import numpy as np, tapead as ta
+    >>> ta.jacrev(lambda x: np.array([x[0] * x[1], x[1]]))(np.array([2.0, 5.0]))
+    array([[5., 2.],
+           [0., 1.]])
+    """
     @functools.wraps(f)
     def jac_f(*args, **kwargs):
         tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
             f, args, kwargs, argnums, "jacrev")
+        if has_aux:
+            out, aux = _split_aux(out, "jacrev")
+            aux = _concrete_tree(aux, tape)
         out_leaves, out_tree = tree_flatten(out)
         flat_in = [x for leaves in in_leaves for x in leaves]
         flat_ids = [i for ids in in_ids for i in ids]
@@ -428,7 +518,8 @@ def jacrev(f: Callable, argnums: ArgNums = 0) -> Callable:
                            if rows else np.zeros(oshape + ishape, dtype=dt))
                 blocks.append(blk)
             jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
-        return tree_unflatten(out_tree, jac_leaves)
+        jac = tree_unflatten(out_tree, jac_leaves)
+        return (jac, aux) if has_aux else jac
     return jac_f
 
 

@@ -38,8 +38,18 @@ SCALAR_LIES = [
     ("abs at 0", tnp.abs, 0.0, 0.0),
     ("sqrt(x**2) at 0", lambda x: tnp.sqrt(x ** 2), 0.0, np.nan),
     ("where(x != 1, x, 1.0) at 1", lambda x: tnp.where(x != 1, x, 1.0), 1.0, 0.0),
-    ("argmax([x, 0.5]) at 0.2", lambda x: tnp.argmax(tnp.stack([x, 0.5])), 0.2, 0.0),
 ]
+
+
+@pytest.mark.parametrize("as_type", [float, np.array, F32], ids=["float", "array", "f32"])
+def test_integer_output_argmax(as_type):
+    """grad of an integer output is refused (as in JAX); its tangent is zero."""
+    f = lambda x: tnp.argmax(tnp.stack([x, 0.5]))  # noqa: E731
+    x = as_type(0.2)
+    with pytest.raises(TypeError, match="real floating-point scalar"):
+        ta.grad(f)(x)
+    t = ta.jvp(f, (x,), (np.ones_like(x) if not isinstance(x, float) else 1.0,))[1]
+    np.testing.assert_array_equal(np.asarray(t, np.float64), 0.0)
 
 
 @pytest.mark.parametrize("what, f, x, expected", SCALAR_LIES, ids=[r[0] for r in SCALAR_LIES])

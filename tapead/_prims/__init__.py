@@ -13,8 +13,8 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
-from tapead._prims import (contract, indexing, linalg, misc, reductions, shape, sorting,
-                           special, stats)
+from tapead._prims import (construct, contract, indexing, linalg, misc, reductions, shape,
+                           sorting, special, stats)
 from tapead._prims.base import Primitive, ShapeOnly
 from tapead.errors import NonDifferentiableError
 
@@ -91,7 +91,11 @@ def _getattr(x, name):
         return _core.primal_of(x)
     f = METHODS.get(name)
     if f is None:
-        raise AttributeError(f"traced value has no attribute {name!r}")
+        # numpy's object loops call methods named like the ufunc (np.sin on an
+        # object array of tracers calls x.sin() on each element)
+        f = UFUNCS.get(getattr(np, name, None))
+        if f is None:
+            raise AttributeError(f"traced value has no attribute {name!r}")
     return functools.partial(f, x)
 
 
@@ -102,6 +106,7 @@ _core.install_generic(ew.BINARY, ew.UNARY, {
     "getitem": shape.getitem,
     "setitem": _setitem,
     "getattr": _getattr,
+    "pack_objects": construct.pack_objects,
     "__array_ufunc__": _array_ufunc,
     "__array_function__": _array_function,
 })

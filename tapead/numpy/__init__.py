@@ -4,8 +4,7 @@ On plain numpy inputs every function is numpy's own; on traced values it
 records (reverse mode) or pushes tangents (forward mode).
 """
 from numpy import (e, pi, inf, nan, float32, float64, ndarray, shape, ndim,  # noqa: F401
-                   zeros, ones, zeros_like, ones_like, eye, arange, linspace, asarray,
-                   array, empty)
+                   zeros, ones, zeros_like, ones_like, eye, arange, linspace, empty)
 
 from tapead._core import (  # noqa: F401  (scalar fast path in C)
     negative, positive, absolute, sign, sin, cos, tan, exp, log, log1p, expm1, sqrt,
@@ -22,6 +21,7 @@ from tapead.numpy import linalg  # noqa: F401,E402
 from tapead._prims.sorting import *  # noqa: F401,F403
 from tapead._prims.misc import *  # noqa: F401,F403
 from tapead._prims.stats import *  # noqa: F401,F403
+from tapead._prims.construct import array, asarray  # noqa: F401
 
 abs = absolute  # noqa: A001
 true_divide = divide
