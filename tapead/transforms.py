@@ -66,10 +66,10 @@ def _check_leaf(x, what):
         if arr.ndim == 0 and arr.dtype == np.float64:
             return float(arr)
         return arr if isinstance(x, np.ndarray) else x
-    if isinstance(x, (list, tuple)):
-        raise TypeError(f"{what}: unexpected container")
     raise TypeError(f"{what}: cannot differentiate with respect to a "
-                    f"{type(x).__name__}; pass floats or float numpy arrays")
+                    f"{type(x).__name__}; pass floats or float numpy arrays, or pytrees "
+                    "of them (tuples, lists, dicts, namedtuples, dataclasses); register "
+                    "your own container class with ta.tree_util.register_pytree_node")
 
 
 @functools.lru_cache(maxsize=256)
