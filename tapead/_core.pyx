@@ -322,23 +322,7 @@ def scalar_rule(int op, double x, double y=0.0):
     return v, d0, d1
 
 
-OPCODES = {
-    "add": OP_ADD, "sub": OP_SUB, "mul": OP_MUL, "div": OP_DIV, "pow": OP_POW,
-    "maximum": OP_MAXIMUM, "minimum": OP_MINIMUM, "arctan2": OP_ATAN2,
-    "hypot": OP_HYPOT,
-    "neg": OP_NEG, "pos": OP_POS, "abs": OP_ABS, "sign": OP_SIGN, "relu": OP_RELU,
-    "sin": OP_SIN, "cos": OP_COS, "tan": OP_TAN, "exp": OP_EXP, "log": OP_LOG,
-    "log1p": OP_LOG1P, "expm1": OP_EXPM1, "sqrt": OP_SQRT, "tanh": OP_TANH,
-    "arctan": OP_ARCTAN, "arcsin": OP_ARCSIN, "arccos": OP_ARCCOS,
-    "sinh": OP_SINH, "cosh": OP_COSH, "sigmoid": OP_SIGMOID,
-    "square": OP_SQUARE, "reciprocal": OP_RECIPROCAL, "exp2": OP_EXP2,
-    "log2": OP_LOG2, "log10": OP_LOG10, "arcsinh": OP_ARCSINH,
-    "arccosh": OP_ARCCOSH, "arctanh": OP_ARCTANH, "cbrt": OP_CBRT,
-}
-CONST_OPCODES = {"addc": OP_ADDC, "subc": OP_SUBC, "rsubc": OP_RSUBC,
-                 "mulc": OP_MULC, "divc": OP_DIVC, "rdivc": OP_RDIVC,
-                 "powc": OP_POWC, "rpowc": OP_RPOWC}
-BINARY_OPCODES = frozenset(range(FIRST_BINARY, FIRST_CONST))
+include "_opcode_names.pxi"
 
 
 # comparisons -------------------------------------------------------------

@@ -36,66 +36,8 @@ from libc.math cimport (
 cdef extern from "math.h" nogil:
     void c_sincos "sincos"(double x, double *s, double *c)
 
-cdef enum:
-    # structural nodes (no C rule)
-    OP_INPUT = 0        # scalar leaf: value in val[]
-    OP_OBJ = 1          # Python-ruled node: record index in p0
-    OP_GUARD = 2        # recorded comparison: record index in p0
-    # binary, both operands on the tape: v = x op y
-    OP_ADD = 10
-    OP_SUB = 11
-    OP_MUL = 12
-    OP_DIV = 13
-    OP_POW = 14
-    OP_MAXIMUM = 15
-    OP_MINIMUM = 16
-    OP_ATAN2 = 17
-    OP_HYPOT = 18
-    # one operand on the tape, constant c kept in p1
-    OP_ADDC = 30        # x + c
-    OP_SUBC = 31        # x - c
-    OP_RSUBC = 32       # c - x
-    OP_MULC = 33        # x * c
-    OP_DIVC = 34        # x / c
-    OP_RDIVC = 35       # c / x
-    OP_POWC = 36        # x ** c
-    OP_RPOWC = 37       # c ** x
-    # unary
-    OP_NEG = 50
-    OP_ABS = 51
-    OP_SIN = 52
-    OP_COS = 53
-    OP_TAN = 54
-    OP_EXP = 55
-    OP_LOG = 56
-    OP_LOG1P = 57
-    OP_EXPM1 = 58
-    OP_SQRT = 59
-    OP_TANH = 60
-    OP_ARCTAN = 61
-    OP_ARCSIN = 62
-    OP_ARCCOS = 63
-    OP_SINH = 64
-    OP_COSH = 65
-    OP_SIGMOID = 66
-    OP_SQUARE = 67
-    OP_RECIPROCAL = 68
-    OP_EXP2 = 69
-    OP_LOG2 = 70
-    OP_LOG10 = 71
-    OP_ARCSINH = 72
-    OP_ARCCOSH = 73
-    OP_ARCTANH = 74
-    OP_CBRT = 75
-    OP_SIGN = 76
-    OP_RELU = 77
-    OP_POS = 78
-
-cdef enum:
-    FIRST_BINARY = 10
-    FIRST_CONST = 30
-    FIRST_UNARY = 50
-    LAST_OP = 78
+# the OP_* enum is generated from tools/opcodes.txt (tapead/_opcodes.pxd)
+from tapead._opcodes cimport *
 
 cdef double LN2 = 0.6931471805599453
 cdef double LN10 = 2.302585092994046
@@ -151,6 +93,19 @@ cdef inline int scalar_eval(int op, double x, double y, double *v,
         v[0] = c_atan2(x, y); d0[0] = y / t; d1[0] = -x / t
     elif op == OP_HYPOT:
         v[0] = c_sqrt(x * x + y * y); d0[0] = x / v[0]; d1[0] = y / v[0]
+    elif op == OP_LOGADDEXP:
+        # numpy's npy_logaddexp, bit for bit; partials e^(x - v) and e^(y - v)
+        if x == y:
+            v[0] = x + LN2
+        else:
+            t = x - y
+            if t > 0:
+                v[0] = x + c_log1p(c_exp(-t))
+            elif t <= 0:
+                v[0] = y + c_log1p(c_exp(t))
+            else:
+                v[0] = t
+        d0[0] = c_exp(x - v[0]); d1[0] = c_exp(y - v[0])
     elif op == OP_ADDC:
         v[0] = x + y; d0[0] = 1.0; d1[0] = y
     elif op == OP_SUBC:

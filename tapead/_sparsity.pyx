@@ -9,19 +9,12 @@ nodes take the union of their operands' sets (a sorted merge, ``nogil``),
 unary and constant-operand nodes share their operand's array, and object
 nodes (inputs included) call back into Python.  Guards get ``None``.
 
-Opcode ranges (``tapead._core``): 0 input, 1 object node, 2 guard,
+Opcode ranges (``tapead/_opcodes.pxd``, generated from tools/opcodes.txt): 0 input, 1 object node, 2 guard,
 10..29 binary, 30..49 one operand and a constant (``b == -1``), >= 50 unary.
 """
 import numpy as np
 
-from tapead._core import OPCODES
-
-cdef enum:
-    OP_INPUT = 0
-    OP_OBJ = 1
-    OP_GUARD = 2
-    FIRST_BINARY = 10
-    FIRST_CONST = 30
+from tapead._opcodes cimport OP_INPUT, OP_OBJ, OP_GUARD, OP_SIGN, FIRST_BINARY, FIRST_CONST
 
 
 cdef Py_ssize_t _merge_kernel(const int[::1] x, const int[::1] y,
@@ -90,7 +83,7 @@ def propagate(const int[::1] op, const int[::1] a, const int[::1] b,
     """
     cdef Py_ssize_t n = op.shape[0], i
     cdef int o, ia, ib
-    cdef int op_sign = OPCODES["sign"]     # the one opcode whose partial is identically 0
+    cdef int op_sign = OP_SIGN             # the one opcode whose partial is identically 0
     cdef list pats = [None] * n
     cdef object pa, pb
     empty = np.empty(0, dtype=np.int32)

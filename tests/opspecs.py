@@ -158,6 +158,7 @@ ELEMENTWISE = [
     E("minimum", tnp.minimum, np.minimum, 2, Lattice(0.1, 0.4), Lattice(0.6, 0.9)),
     # arctan2(y, x): branch cut on x < 0, y == 0; keep x > 0
     E("arctan2", tnp.arctan2, np.arctan2, 2, REAL, Interval(0.3, 2.0)),
+    E("logaddexp", tnp.logaddexp, np.logaddexp, 2),
     E("hypot", tnp.hypot, np.hypot, 2, AwayFromZero(0.3, 2.0), REAL),
     # unary
     E("neg", tnp.negative, np.negative, 1, ref="negative"),

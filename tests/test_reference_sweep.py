@@ -20,11 +20,12 @@ from hypothesis import given, settings, strategies as st
 
 import tapead.numpy as tnp
 from tapead import GuardFlippedError
-from tapead._core import BINARY_OPCODES, CONST_OPCODES, OPCODES, Tape, scalar_rule
+from tapead._core import (BINARY_OPCODES, CONST_OPCODES, OPCODES, STRUCTURAL_OPCODES, Tape,
+                          scalar_rule)
 
 from opspecs import AwayFromZero, ELEMENTWISE, Interval, Lattice
 
-OP_INPUT, OP_OBJ, OP_GUARD = 0, 1, 2
+OP_INPUT, OP_OBJ, OP_GUARD = (STRUCTURAL_OPCODES[k] for k in ("input", "obj", "guard"))
 FIRST_BINARY, FIRST_CONST, FIRST_UNARY = 10, 30, 50
 UNARY = [s for s in ELEMENTWISE if s.arity == 1]
 BINARY = [s for s in ELEMENTWISE if s.arity == 2]

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 
 import tapead as ta
+from tapead._core import STRUCTURAL_OPCODES
 import tapead.numpy as tnp
 import tapead.scaly as sc
 from tapead._core import OPCODES
 from tapead.scaly import lower
 from tapead.scaly.lower import LoweredProgram, pack_p
 
-OP_OBJ = 1                              # tapead/_scalar_ops.pxi: an object (array) node
+OP_OBJ = STRUCTURAL_OPCODES["obj"]      # an object (array) node
 FIRST_SCALAR = min(OPCODES.values())
 
 

@@ -54,9 +54,7 @@ def unbroadcast(x, g):
 # ---------------------------------------------------------------------------
 
 #: unary rules whose d(x, ans) always builds a new array (never x or ans itself)
-_FRESH = frozenset(["sin", "cos", "tan", "log", "log1p", "sqrt", "tanh", "arctan", "arcsin",
-                    "arccos", "sinh", "cosh", "sigmoid", "reciprocal", "log2", "log10",
-                    "arcsinh", "arccosh", "arctanh", "cbrt"])
+_FRESH = _core.FRESH_UNARY       # from the opcode table (tools/opcodes.txt)
 
 
 def _is_ones_like(g, v) -> bool:
@@ -312,18 +310,9 @@ BY_NAME["where"] = where
 
 
 # logaddexp: log(e^x + e^y), stable; its partials are e^(x - ans) and e^(y - ans)
-logaddexp_p = Primitive("logaddexp", np.logaddexp, elementwise=True)
-logaddexp_p.defvjp(lambda g, ans, x, y: unbroadcast(x, g * exp(x - ans)),
-                   lambda g, ans, x, y: unbroadcast(y, g * exp(y - ans)))
-logaddexp_p.defjvp(lambda t, ans, x, y: t * exp(x - ans),
-                   lambda t, ans, x, y: t * exp(y - ans))
-
-
-def logaddexp(x, y):
-    """``np.logaddexp`` with derivatives."""
-    if isinstance(x, Box) or isinstance(y, Box):
-        return _core.bind(logaddexp_p, x, y)
-    return np.logaddexp(x, y)
+logaddexp = _binary("logaddexp", np.logaddexp, lambda x, y, a: exp(x - a),
+                    lambda x, y, a: exp(y - a), ufunc=np.logaddexp)
+logaddexp_p = logaddexp.prim
 
 
 def fmax(x, y):
