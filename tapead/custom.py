@@ -16,7 +16,7 @@ differentiating the original function.
 ...     x, y = primals
 ...     x_dot, y_dot = tangents
 ...     return f(x, y), tnp.cos(x) * x_dot * y + tnp.sin(x) * y_dot
->>> print(f(2., 3.))        # the seed's 2.7278922 is JAX's float32 print of it
+>>> print(f(2., 3.))        # JAX's float32 result prints as 2.7278922
 2.727892280477045
 >>> y, y_dot = ta.jvp(f, (2., 3.), (1., 0.))
 >>> print(y, y_dot)

@@ -1,7 +1,8 @@
 """Small building blocks for training loops: an MLP, a loss, tape memory.
 
 ``mse`` is one primitive (it keeps only the difference array for its
-backward pass), so the tape of an MLP holds exactly what seed 004 counts.
+backward pass), so the tape of an MLP holds exactly the arrays counted in
+``docs/training.md``.
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def _layer_keys(n_layers):
 def mlp_tape_nbytes(sizes: Sequence[int], batch: int, itemsize: int = 8) -> int:
     """Bytes the tape of ``mse(mlp(params, x), y)`` holds, from shapes alone.
 
-    Counted as in seed 004: the input batch; per layer the weight matrix and
+    Counted array by array (the table in ``docs/training.md``): the input batch; per layer the weight matrix and
     the matmul and bias-add outputs; per hidden layer the tanh output; the
     loss's difference array and the scalar loss.  Biases are not saved
     (adding a bias needs no stored value to differentiate).

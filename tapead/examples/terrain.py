@@ -1,10 +1,10 @@
-"""Seed 004's lab: an MLP learns terrain elevation from grid coordinates.
+"""The terrain-MLP example: an MLP learns terrain elevation from grid coordinates.
 
 Run with ``python -m tapead.examples.terrain`` (or the ``tapead-terrain``
 console script).  Needs the ``examples`` extra (matplotlib for the data and
 the figure, tqdm for the progress bar): ``pip install "tapead[examples]"``.
 
-The model is seed 004's: MLP 2 -> 64 -> 64 -> 1, tanh, float64, batch 64,
+The model: MLP 2 -> 64 -> 64 -> 1, tanh, float64, batch 64,
 60 epochs of plain SGD on 6 000 training points, tested on 6 000 others of
 matplotlib's Jacksboro fault elevation model (344 x 403 heights).
 """

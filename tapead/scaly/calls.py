@@ -14,7 +14,7 @@ Scaly's rule that "the adjoint of a call is inlined"; since nodes are
 interned, the n stages of an expanded ``vmap`` that compute the same thing
 share their nodes.  Expansion is a loop over nesting levels, not a
 recursion.  (Differentiating a mapped call into a mapped call of the stage
-derivative is the vmap issue's work; today the stages are expanded.)
+derivative is not done yet; today the stages are expanded.)
 """
 from __future__ import annotations
 

@@ -91,7 +91,7 @@ STRICT_JVP_MANY_VARS = ("TAPEAD_STRICT_JVP_MANY", "SCALY_STRICT_JVP_MANY")
 
 def strict_jvp_many() -> bool:
     """Whether a missing batched rule is an error (``TAPEAD_STRICT_JVP_MANY=1``,
-    or seed 000's name ``SCALY_STRICT_JVP_MANY``)."""
+    or Scaly's own name ``SCALY_STRICT_JVP_MANY``)."""
     return any(os.environ.get(v, "").strip() not in ("", "0") for v in STRICT_JVP_MANY_VARS)
 
 
