@@ -69,7 +69,29 @@ class custom_jvp:
     """Give a function its own forward-mode rule (``@f.defjvp``).
 
     ``jvp_rule(primals, tangents) -> (primal_out, tangent_out)``, with the
-    tuples of ``f``'s positional arguments.
+    tuples of ``f``'s positional arguments; ``tangent_out`` has the shape of
+    ``f``'s output.  Reverse mode transposes the rule (it must be linear in
+    the tangents), so one rule serves ``grad``, ``jvp`` and their nestings.
+    Calling ``f`` before a rule is defined raises ``MissingRuleError``.
+
+    Parameters
+    ----------
+    fun : callable
+        The function; its positional arguments are floats, arrays or
+        pytrees of them.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta, tapead.numpy as tnp
+    >>> @ta.custom_jvp
+    ... def softplus(x):
+    ...     return tnp.logaddexp(x, 0.0)
+    >>> @softplus.defjvp
+    ... def softplus_jvp(primals, tangents):
+    ...     (x,), (x_dot,) = primals, tangents
+    ...     return softplus(x), x_dot / (1.0 + tnp.exp(-x))
+    >>> print(ta.grad(softplus)(0.0), ta.jvp(softplus, (800.0,), (1.0,))[1])
+    0.5 1.0
     """
 
     def __init__(self, fun: Callable):
@@ -81,6 +103,8 @@ class custom_jvp:
         self.prim.defvjp_any(self._vjp_k)
 
     def defjvp(self, jvp_rule: Callable) -> Callable:
+        """Register ``jvp_rule(primals, tangents) -> (out, tangent_out)``;
+        returns it, so it works as a decorator."""
         self.jvp_rule = jvp_rule
         return jvp_rule
 
@@ -121,8 +145,27 @@ class custom_vjp:
     """Give a function its own reverse-mode rule (``f.defvjp(fwd, bwd)``).
 
     ``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple`` of
-    cotangents, one per positional argument.  Forward mode differentiates the
-    original function.
+    cotangents, one per positional argument, each shaped like its argument
+    (``g`` is shaped like ``out``).  Forward mode differentiates the
+    original function.  Calling ``f`` before ``defvjp`` raises
+    ``MissingRuleError``.
+
+    Parameters
+    ----------
+    fun : callable
+        The function; its positional arguments are floats, arrays or
+        pytrees of them.
+
+    Examples
+    --------
+    >>> import tapead as ta, tapead.numpy as tnp
+    >>> @ta.custom_vjp
+    ... def clip_gradient(x, bound):
+    ...     return x
+    >>> clip_gradient.defvjp(lambda x, bound: (x, bound),
+    ...                      lambda bound, g: (tnp.clip(g, -bound, bound), 0.0))
+    >>> print(ta.grad(lambda x: 10.0 * clip_gradient(x, 1.0))(3.0))
+    1.0
     """
 
     def __init__(self, fun: Callable):
@@ -135,6 +178,8 @@ class custom_vjp:
         self.prim.defjvp_any(self._jvp_k)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        """Register ``fwd(*args) -> (out, residuals)`` and
+        ``bwd(residuals, g) -> tuple of cotangents``."""
         self.fwd, self.bwd = fwd, bwd
 
     def _impl(self, *leaves, treedef, info, cache):
