@@ -187,6 +187,35 @@ def function(*specs, outputs=None) -> Callable[[Callable], Function]:
       ``sc.group`` (inferred from the body's results when omitted).
 
     Shapes are ``()``, an int, a tuple or ``...`` (outputs only: inferred).
+
+    Parameters
+    ----------
+    *specs : sc.L, sc.G, sc.arg or sc.group
+        Either ``(in_layout, out_layout)`` or one ``sc.arg``/``sc.group`` per
+        positional parameter.
+    outputs : sc.arg or sc.group, optional
+        The output layout of the ``sc.arg`` style.
+
+    Returns
+    -------
+    callable
+        A decorator turning the body into a :class:`Function` (the body runs
+        once, on symbolic inputs).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.G(sc.L("x", 2), sc.L("p", ())), sc.L("y", ...))
+    ... def f(inputs):
+    ...     x, p = inputs
+    ...     return (x * p).sin()
+    >>> print(f((np.array([0.0, 1.0]), 2.0)))
+    [0.         0.90929743]
+    >>> @sc.function(sc.arg("x", 2), sc.arg("p"), outputs=sc.arg("y", ...))
+    ... def g(x, p):
+    ...     return (x * x).sum() * p
+    >>> print(g(np.array([1.0, 2.0]), 3.0))
+    15.0
     """
     if specs and all(_is_l_style(s) for s in specs):
         if len(specs) > 2 or outputs is not None:

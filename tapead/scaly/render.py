@@ -46,6 +46,29 @@ def render_expr_assembly(fn: Function) -> str:
     values that depend on a differentiable input.  Functions called from
     ``fn`` (``expr.call``/``expr.vmap`` nodes) follow as their own
     ``expr.func`` blocks, in first-use order.
+
+    Parameters
+    ----------
+    fn : sc.Function
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> @sc.function(sc.L("x", ()), sc.L("y", ...))
+    ... def f(x):
+    ...     return x.sin()
+    >>> print(sc.render_expr_assembly(f))
+    expr.module {
+      expr.func @f(%x: tensor<float64 diff>) -> (%y: tensor<float64 diff>) {
+        %0 = expr.input {lowering="auto", name="x"} : tensor<float64 diff>
+        %1 = expr.sin(%0) : tensor<float64 diff>
+        expr.return %1
+      }
+    }
     """
     from tapead.scaly.calls import callees
     lines = ["expr.module {"]
