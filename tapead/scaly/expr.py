@@ -76,6 +76,19 @@ class Expr:
 
     Build them with ``sc.sym``, ``sc.const`` and the operators; a
     ``@sc.function`` body receives them as its arguments.
+
+    Attributes
+    ----------
+    shape : tuple of int
+    dtype : numpy dtype
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> x = sc.sym("x", 3)
+    >>> y = (x * 2.0).sin()[1:]
+    >>> y, y.shape
+    (<sc.Expr expr.gather : tensor<2xfloat64 diff>>, (2,))
     """
 
     __slots__ = ("id", "op", "operands", "attrs", "type", "diff", "__weakref__")

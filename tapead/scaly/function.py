@@ -33,6 +33,19 @@ class Function:
     output_layout : Leaf or Group
     inputs, outputs : list of Expr
         The input nodes and output expressions, one per leaf.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.L("x", 2), sc.L("y", ...))
+    ... def h(x):
+    ...     return (x[0] * x[1]).sin()
+    >>> h
+    <sc.Function h(x: tensor<2xfloat64>) -> (y: tensor<float64>)>
+    >>> print(round(float(h(np.array([1.0, 2.0]))), 8))
+    0.90929743
+    >>> h(sc.sym("z", 2))                    # on an expression: a call node
+    <sc.Expr expr.call : tensor<float64 diff>>
     """
 
     def __init__(self, name: str, params: Sequence[Any], output_layout: Any,

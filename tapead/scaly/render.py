@@ -125,6 +125,18 @@ def render_lowered_program(fn: Function) -> str:
     Inputs are loaded into ``%vN`` values; a node used more than once gets its
     own statement, nodes used once are written inline; each output is one
     ``prog.store`` statement.
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> @sc.function(sc.L("x", ()), sc.L("y", ...))
+    ... def f(x):
+    ...     return (x * 1.0).sin()           # x * 1 is simplified away
+    >>> print(sc.render_lowered_program(f))
+    prog.func @f {
+      %v0 = prog.load %x[0] : float64
+      prog.store prog.sin(%v0), %y[0] : float64
+    }
     """
     outputs = fn.simplified_outputs()
     order = topo_order(outputs)

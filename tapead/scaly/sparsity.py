@@ -43,6 +43,18 @@ class Sparsity:
     nnz : int
     row, col : ndarray of int, shape (nnz,)
         Row and column of every nonzero, in pattern order.
+
+    Parameters
+    ----------
+    pattern : array_like of bool, shape (rows, columns), or scipy.sparse matrix
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> x = sc.sym("x", 3)
+    >>> p = sc.jacobian_sparsity(sc.stack([x[0] * x[2], x[1] ** 2]), x)
+    >>> p, p.row, p.col
+    (Sparsity(2x3, nnz=3), array([0, 0, 1]), array([0, 2, 1]))
     """
 
     __slots__ = ("_csr",)
@@ -231,7 +243,26 @@ def star_coloring(pattern: Any, order: str = "natural") -> Tuple[int, ...]:
 def acyclic_coloring(pattern: Any, order: str = "natural") -> Tuple[int, ...]:
     """Acyclic coloring of a symmetric pattern (no two-colored cycle); fewer
     colors than star, recovery by substitution
-    (``sc.sparse_hessian(f, ..., coloring="acyclic")``)."""
+    (``sc.sparse_hessian(f, ..., coloring="acyclic")``).
+
+    Parameters
+    ----------
+    pattern : Sparsity or array_like of bool, shape (n, n), symmetric
+    order : str
+
+    Returns
+    -------
+    tuple of int
+        One color per column, length ``n``.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> arrow = np.eye(4, dtype=bool)
+    >>> arrow[0, :] = arrow[:, 0] = True
+    >>> sc.acyclic_coloring(arrow)
+    (0, 1, 1, 1)
+    """
     return tuple(_coloring.acyclic_coloring(_pattern_arg(pattern), order=order))
 
 
