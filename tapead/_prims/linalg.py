@@ -71,7 +71,15 @@ matmul_p.fast_vjp = _core.FAST_VJP["matmul"]      # the sweep's C shortcut for p
 
 
 def matmul(a, b):
-    """``a @ b`` with derivatives (1-d, 2-d and batched operands)."""
+    """``a @ b`` with derivatives (1-d, 2-d and batched operands).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> print(ta.grad(lambda x: (A @ x).sum())(np.array([1.0, 1.0])))      # A^T @ ones
+    [4. 6.]
+    """
     if ndim_of(a) == 0 or ndim_of(b) == 0:
         raise ValueError("matmul: operands must be at least 1-d; use * for scalars")
     if isinstance(a, Box) or isinstance(b, Box):
@@ -92,7 +100,14 @@ def dot(a, b):
 
 
 def outer(a, b):
-    """``np.outer`` with derivatives."""
+    """``np.outer`` with derivatives.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> print(ta.grad(lambda x: np.outer(x, x).sum())(np.array([1.0, 2.0])))   # 2 sum(x)
+    [6. 6.]
+    """
     from tapead._prims.shape import reshape
     a = reshape(a, (-1, 1)) if isinstance(a, Box) else np.reshape(a, (-1, 1))
     b = reshape(b, (1, -1)) if isinstance(b, Box) else np.reshape(b, (1, -1))
