@@ -703,10 +703,12 @@ class Recording:
 
     @property
     def n_nodes(self) -> int:
+        """Number of nodes on the recorded tape (inputs included)."""
         return self.tape.n_nodes
 
     @property
     def nbytes(self) -> int:
+        """Bytes of values the tape keeps for the reverse sweep (``tape.memory()["values"]``)."""
         return self.tape.nbytes
 
     def _load(self, args):
