@@ -131,7 +131,30 @@ LEAF = TreeDef("leaf", None, ())
 
 
 def tree_flatten(tree: Any) -> Tuple[List[Any], TreeDef]:
-    """Leaves in order and the structure; iterative (no recursion limit)."""
+    """A pytree's leaves in order, and its structure.
+
+    Tuples, lists and dicts are containers (dict entries in sorted key
+    order), ``None`` is an empty subtree, anything else is a leaf.
+    Iterative: no recursion limit on the nesting depth.
+
+    Parameters
+    ----------
+    tree : pytree
+
+    Returns
+    -------
+    leaves : list
+    treedef : TreeDef
+        The structure, for :func:`tree_unflatten`; two trees have equal
+        ``treedef`` when they have the same containers and keys.
+
+    Examples
+    --------
+    >>> import tapead as ta
+    >>> leaves, treedef = ta.tree_flatten({"b": (1.0, None), "a": [2.0, 3.0]})
+    >>> leaves
+    [2.0, 3.0, 1.0]
+    """
     if type(tree) is dict:
         keys = sorted(tree)
         values = [tree[k] for k in keys]
@@ -196,11 +219,30 @@ _CLOSE = object()     # tree_unflatten's marker: a node's children are all built
 
 
 def tree_unflatten(treedef: TreeDef, leaves: List[Any]) -> Any:
-    """Inverse of ``tree_flatten``.
+    """Inverse of ``tree_flatten``: put ``leaves`` into ``treedef``'s structure.
 
     Iterative, with an explicit stack (a closure that calls itself is a
     reference cycle, which kept every call's leaves alive until the garbage
     collector ran).
+
+    Parameters
+    ----------
+    treedef : TreeDef
+        From :func:`tree_flatten`.
+    leaves : sequence
+        ``treedef.num_leaves`` new leaves, in the order ``tree_flatten``
+        gives them.
+
+    Returns
+    -------
+    pytree
+
+    Examples
+    --------
+    >>> import tapead as ta
+    >>> _, treedef = ta.tree_flatten({"b": (1.0, None), "a": [2.0, 3.0]})
+    >>> ta.tree_unflatten(treedef, [20.0, 30.0, 10.0])
+    {'a': [20.0, 30.0], 'b': (10.0, None)}
     """
     if treedef.flat:
         if treedef.kind == "dict":
@@ -226,6 +268,29 @@ def tree_unflatten(treedef: TreeDef, leaves: List[Any]) -> Any:
 
 
 def tree_map(f: Callable, tree: Any, *rest: Any) -> Any:
+    """Apply ``f`` leaf by leaf: ``f(leaf, *corresponding leaves of rest)``.
+
+    Parameters
+    ----------
+    f : callable
+        Takes ``1 + len(rest)`` leaves.
+    tree : pytree
+    *rest : pytree
+        Trees with the structure of ``tree``.
+
+    Returns
+    -------
+    pytree
+        ``tree``'s structure with ``f``'s results as leaves.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> params = {"w": np.array([1.0, 2.0]), "b": 0.5}
+    >>> grads = {"w": np.array([0.5, -0.5]), "b": 1.0}
+    >>> ta.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+    {'b': 0.4, 'w': array([0.95, 2.05])}
+    """
     leaves, td = tree_flatten(tree)
     others = [tree_flatten(r)[0] for r in rest]
     return tree_unflatten(td, [f(x, *ys) for x, *ys in zip(leaves, *others)])

@@ -16,7 +16,7 @@ differentiating the original function.
 ...     x, y = primals
 ...     x_dot, y_dot = tangents
 ...     return f(x, y), tnp.cos(x) * x_dot * y + tnp.sin(x) * y_dot
->>> print(f(2., 3.))        # the seed's 2.7278922 is JAX's float32 print of it
+>>> print(f(2., 3.))        # JAX's float32 result prints as 2.7278922
 2.727892280477045
 >>> y, y_dot = ta.jvp(f, (2., 3.), (1., 0.))
 >>> print(y, y_dot)
@@ -105,11 +105,40 @@ class custom_jvp:
     """Give a function its own forward-mode rule (``@f.defjvp``).
 
     ``jvp_rule(primals, tangents) -> (primal_out, tangent_out)``, with the
-    tuples of ``f``'s positional arguments.  With ``nondiff_argnums`` (as in
-    JAX) those arguments are passed first and are left out of ``primals`` and
-    ``tangents``: ``jvp_rule(*nondiff_args, primals, tangents)``.
+    tuples of ``f``'s positional arguments; ``tangent_out`` has the shape of
+    ``f``'s output.  Reverse mode transposes the rule (it must be linear in
+    the tangents), so one rule serves ``grad``, ``jvp`` and their nestings.
+    Calling ``f`` before a rule is defined raises ``MissingRuleError``.
 
-    >>> import functools, tapead as ta, tapead.numpy as tnp
+    With ``nondiff_argnums`` (as in JAX) those arguments are passed first and
+    are left out of ``primals`` and ``tangents``:
+    ``jvp_rule(*nondiff_args, primals, tangents)``.
+
+    Parameters
+    ----------
+    fun : callable
+        The function; its positional arguments are floats, arrays or
+        pytrees of them.
+    nondiff_argnums : int or tuple of int
+        Positions of arguments that are not differentiated (functions,
+        integers, options); they must not hold traced values.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta, tapead.numpy as tnp
+    >>> @ta.custom_jvp
+    ... def softplus(x):
+    ...     return tnp.logaddexp(x, 0.0)
+    >>> @softplus.defjvp
+    ... def softplus_jvp(primals, tangents):
+    ...     (x,), (x_dot,) = primals, tangents
+    ...     return softplus(x), x_dot / (1.0 + tnp.exp(-x))
+    >>> print(ta.grad(softplus)(0.0), ta.jvp(softplus, (800.0,), (1.0,))[1])
+    0.5 1.0
+
+    A non-differentiable argument (here a function):
+
+    >>> import functools
     >>> @functools.partial(ta.custom_jvp, nondiff_argnums=(0,))
     ... def apply(fn, x):
     ...     return fn(x)
@@ -131,6 +160,8 @@ class custom_jvp:
         self.prim.defvjp_any(self._vjp_k)
 
     def defjvp(self, jvp_rule: Callable) -> Callable:
+        """Register ``jvp_rule(primals, tangents) -> (out, tangent_out)``;
+        returns it, so it works as a decorator."""
         self.jvp_rule = jvp_rule
         return jvp_rule
 
@@ -171,21 +202,42 @@ class custom_vjp:
     """Give a function its own reverse-mode rule (``f.defvjp(fwd, bwd)``).
 
     ``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple`` of
-    cotangents, one per positional argument.  Forward mode differentiates the
-    original function.  With ``nondiff_argnums`` (as in JAX) ``fwd`` still
+    cotangents, one per positional argument, each shaped like its argument
+    (``g`` is shaped like ``out``).  Forward mode differentiates the
+    original function.  Calling ``f`` before ``defvjp`` raises
+    ``MissingRuleError``.  With ``nondiff_argnums`` (as in JAX) ``fwd`` still
     takes every argument, while ``bwd(*nondiff_args, residuals, g)`` returns
     cotangents for the other arguments only.
 
-    >>> import functools, tapead as ta, tapead.numpy as tnp
-    >>> @functools.partial(ta.custom_vjp, nondiff_argnums=(1,))
-    ... def clip_gradient(x, limit):
+    Parameters
+    ----------
+    fun : callable
+        The function; its positional arguments are floats, arrays or
+        pytrees of them.
+    nondiff_argnums : int or tuple of int
+        Positions of arguments that are not differentiated; they must not
+        hold traced values.
+
+    Examples
+    --------
+    >>> import tapead as ta, tapead.numpy as tnp
+    >>> @ta.custom_vjp
+    ... def clip_gradient(x, bound):
     ...     return x
-    >>> def fwd(x, limit):
-    ...     return x, None
-    >>> def bwd(limit, res, g):
-    ...     return (tnp.clip(g, -limit, limit),)
-    >>> clip_gradient.defvjp(fwd, bwd)
-    >>> float(ta.grad(lambda x: 10.0 * clip_gradient(x, 2.0))(1.0))
+    >>> clip_gradient.defvjp(lambda x, bound: (x, bound),
+    ...                      lambda bound, g: (tnp.clip(g, -bound, bound), 0.0))
+    >>> print(ta.grad(lambda x: 10.0 * clip_gradient(x, 1.0))(3.0))
+    1.0
+
+    With the bound as a non-differentiable argument:
+
+    >>> import functools
+    >>> @functools.partial(ta.custom_vjp, nondiff_argnums=(1,))
+    ... def clip_gradient2(x, limit):
+    ...     return x
+    >>> clip_gradient2.defvjp(lambda x, limit: (x, None),
+    ...                       lambda limit, res, g: (tnp.clip(g, -limit, limit),))
+    >>> float(ta.grad(lambda x: 10.0 * clip_gradient2(x, 2.0))(1.0))
     2.0
     """
 
@@ -200,6 +252,8 @@ class custom_vjp:
         self.prim.defjvp_any(self._jvp_k)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        """Register ``fwd(*args) -> (out, residuals)`` and
+        ``bwd(residuals, g) -> tuple of cotangents``."""
         self.fwd, self.bwd = fwd, bwd
 
     def _args(self, leaves, treedef, nondiff):

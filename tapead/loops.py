@@ -317,7 +317,27 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
     Returns
     -------
     (carry, ys)
-        The final carry and the stacked ``y`` (None when ``f`` returns None).
+        The final carry (the structure and shapes of ``init``) and the
+        stacked ``y``: each leaf of shape ``(length,) + y_leaf.shape`` (None
+        when ``f`` returns None).
+
+    Raises
+    ------
+    ValueError
+        ``xs`` leaves of different lengths, neither ``xs`` nor ``length``,
+        ``checkpoints < 1``, or (with ``checkpoints``) a body that closes
+        over a traced value instead of receiving it through the carry.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> def cumsum(xs):
+    ...     return ta.scan(lambda c, x: (c + x, c + x), 0.0, xs)
+    >>> total, partial = cumsum(np.array([1.0, 2.0, 3.0]))
+    >>> print(total, partial)
+    6.0 [1. 3. 6.]
+    >>> print(ta.grad(lambda xs: cumsum(xs)[1].sum())(np.array([1.0, 2.0, 3.0])))
+    [3. 2. 1.]
     """
     x_leaves, x_tree = tree_flatten(xs) if xs is not None else ([], None)
     if xs is not None:
@@ -357,7 +377,33 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
 
 def fori_loop(lower: int, upper: int, body: Callable, init: Any,
               checkpoints: Optional[int] = None):
-    """``jax.lax.fori_loop``: ``val = body(i, val)`` for i in [lower, upper)."""
+    """``jax.lax.fori_loop``: ``val = body(i, val)`` for i in [lower, upper).
+
+    Parameters
+    ----------
+    lower, upper : int
+        The loop range; ``body`` gets a Python ``int`` ``i``.
+    body : callable
+        ``(i, val) -> val``, the same structure and shapes in and out.
+    init : pytree
+        The initial value.
+    checkpoints : int, optional
+        Reverse-mode memory budget, as in :func:`scan` (the loop runs as a
+        checkpointed scan; ``body`` must then get every traced value through
+        ``val``).  None records every step.
+
+    Returns
+    -------
+    pytree
+        The final ``val`` (``init`` when ``upper <= lower``).
+
+    Examples
+    --------
+    >>> import tapead as ta
+    >>> newton_sqrt = lambda a: ta.fori_loop(0, 30, lambda i, x: 0.5 * (x + a / x), 1.0)
+    >>> print(newton_sqrt(2.0), ta.grad(newton_sqrt)(4.0))     # d sqrt(a)/da = 1/(2 sqrt a)
+    1.414213562373095 0.25
+    """
     lower, upper = int(lower), int(upper)
 
     def f(carry, i):

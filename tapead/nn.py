@@ -1,7 +1,8 @@
 """Small building blocks for training loops: an MLP, a loss, tape memory.
 
 ``mse`` is one primitive (it keeps only the difference array for its
-backward pass), so the tape of an MLP holds exactly what seed 004 counts.
+backward pass), so the tape of an MLP holds exactly the arrays counted in
+``docs/training.md``.
 """
 from __future__ import annotations
 
@@ -44,6 +45,23 @@ def mse(pred, target):
 
     Its tape node keeps the difference array (for the backward pass) and the
     scalar loss, nothing else.
+
+    Parameters
+    ----------
+    pred, target : array_like
+        The same shape (a ``ValueError`` says how to fix a mismatch, e.g. a
+        target of shape ``(n,)`` for predictions of shape ``(n, 1)``).
+
+    Returns
+    -------
+    scalar
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> from tapead.nn import mse
+    >>> print(ta.grad(mse)(np.array([1.0, 3.0]), np.array([0.0, 0.0])))
+    [1. 3.]
     """
     if shape_of(pred) != shape_of(target):
         raise ValueError(f"mse: prediction shape {shape_of(pred)} and target shape "
@@ -55,7 +73,29 @@ def mse(pred, target):
 
 def init_mlp(sizes: Sequence[int], rng: np.random.Generator,
              dtype=np.float64) -> Dict[str, np.ndarray]:
-    """Weights ``W{i}`` (scaled normal, variance 1/fan-in) and zero biases ``b{i}``."""
+    """Weights ``W{i}`` (scaled normal, variance 1/fan-in) and zero biases ``b{i}``.
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        Layer widths ``[inputs, hidden..., outputs]``.
+    rng : numpy.random.Generator
+    dtype : numpy dtype
+
+    Returns
+    -------
+    dict
+        ``W{i}`` of shape ``(sizes[i], sizes[i + 1])`` and ``b{i}`` of shape
+        ``(sizes[i + 1],)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tapead.nn import init_mlp
+    >>> p = init_mlp([2, 16, 1], np.random.default_rng(0))
+    >>> sorted(p), p["W0"].shape, p["b1"].shape
+    (['W0', 'W1', 'b0', 'b1'], (2, 16), (1,))
+    """
     params = {}
     for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:])):
         params[f"W{i}"] = (rng.standard_normal((m, n)) / np.sqrt(m)).astype(dtype)
@@ -64,7 +104,28 @@ def init_mlp(sizes: Sequence[int], rng: np.random.Generator,
 
 
 def mlp(params: Dict[str, np.ndarray], x, activation=tanh):
-    """``x @ W0 + b0 -> tanh -> ... -> @ W{L-1} + b{L-1}`` (linear output)."""
+    """``x @ W0 + b0 -> tanh -> ... -> @ W{L-1} + b{L-1}`` (linear output).
+
+    Parameters
+    ----------
+    params : dict
+        From :func:`init_mlp` (or the same keys and shapes).
+    x : array, shape (batch, sizes[0])
+    activation : callable
+        Applied after every layer but the last.
+
+    Returns
+    -------
+    array, shape (batch, sizes[-1])
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from tapead.nn import init_mlp, mlp
+    >>> p = init_mlp([2, 16, 1], np.random.default_rng(0))
+    >>> mlp(p, np.zeros((5, 2))).shape
+    (5, 1)
+    """
     keys = _layer_keys(len(params) // 2)
     h = x
     for i, (w, b) in enumerate(keys):
@@ -82,10 +143,35 @@ def _layer_keys(n_layers):
 def mlp_tape_nbytes(sizes: Sequence[int], batch: int, itemsize: int = 8) -> int:
     """Bytes the tape of ``mse(mlp(params, x), y)`` holds, from shapes alone.
 
-    Counted as in seed 004: the input batch; per layer the weight matrix and
-    the matmul and bias-add outputs; per hidden layer the tanh output; the
-    loss's difference array and the scalar loss.  Biases are not saved
-    (adding a bias needs no stored value to differentiate).
+    Counted array by array (the table in ``docs/training.md``): the input
+    batch; per layer the weight matrix and the matmul and bias-add outputs;
+    per hidden layer the tanh output; the loss's difference array and the
+    scalar loss.  Biases are not saved (adding a bias needs no stored value
+    to differentiate).
+
+    Parameters
+    ----------
+    sizes : sequence of int
+        Layer widths ``[inputs, hidden..., outputs]``.
+    batch : int
+        Rows of the input batch.
+    itemsize : int
+        Bytes per number (8 for float64, 4 for float32).
+
+    Returns
+    -------
+    int
+        What ``ta.record(loss, params, x, t).nbytes`` reports.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> from tapead.nn import init_mlp, mlp, mse, mlp_tape_nbytes
+    >>> params = init_mlp([2, 8, 1], np.random.default_rng(0))
+    >>> x, t = np.ones((4, 2)), np.zeros((4, 1))
+    >>> rec = ta.record(lambda p, x, t: mse(mlp(p, x), t), params, x, t)
+    >>> rec.nbytes == mlp_tape_nbytes([2, 8, 1], 4)
+    True
     """
     sizes = list(sizes)
     if len(sizes) < 2 or batch < 1:

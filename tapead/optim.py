@@ -11,13 +11,47 @@ __all__ = ["sgd", "Adam"]
 
 
 def sgd(params: Any, grads: Any, lr: float) -> Any:
-    """``params - lr * grads``, leaf by leaf (a new pytree)."""
+    """``params - lr * grads``, leaf by leaf (a new pytree).
+
+    Parameters
+    ----------
+    params, grads : pytree
+        The same structure and shapes (``grads`` as ``ta.grad`` returns it).
+    lr : float
+
+    Returns
+    -------
+    pytree
+        The updated parameters; ``params`` is not modified.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> p = ta.optim.sgd({"w": np.array([1.0, 2.0])}, {"w": np.array([10.0, -10.0])}, 0.1)
+    >>> p["w"]
+    array([0., 3.])
+    """
     return tree_map(lambda p, g: p - lr * g, params, grads)
 
 
 class Adam:
     """Adam (Kingma & Ba 2015) over a pytree of numpy arrays.
 
+    The moment estimates live in the object between calls of
+    ``step(params, grads)``, which returns the new parameters (a new
+    pytree); ``t`` counts the steps taken.
+
+    Parameters
+    ----------
+    lr : float
+        Step size.
+    b1, b2 : float
+        Decay rates of the first and second moment estimates.
+    eps : float
+        Added to the root of the second moment.
+
+    Examples
+    --------
     >>> import numpy as np
     >>> opt = Adam(lr=0.1)
     >>> p = {"w": np.array([1.0])}

@@ -77,6 +77,23 @@ def check_grads(f: Callable, args: Sequence, order: int = 2,
     ------
     AssertionError
         With the two numbers that disagree.
+
+    Examples
+    --------
+    Nothing happens when the derivatives are right; a wrong rule fails:
+
+    >>> import numpy as np, tapead as ta, tapead.numpy as tnp
+    >>> ta.check_grads(lambda x: tnp.sum(tnp.sin(x) * x), (np.array([0.5, 1.0]),), order=2)
+    >>> @ta.custom_jvp
+    ... def wrong_sin(x):
+    ...     return tnp.sin(x)
+    >>> @wrong_sin.defjvp
+    ... def _(primals, tangents):
+    ...     return wrong_sin(primals[0]), tnp.sin(primals[0]) * tangents[0]
+    >>> ta.check_grads(wrong_sin, (0.5,), order=1)
+    Traceback (most recent call last):
+    ...
+    AssertionError: ...
     """
     args = tuple(args)
     leaves, _ = tree_flatten(args)

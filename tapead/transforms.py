@@ -263,17 +263,39 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
     Parameters
     ----------
     f : callable
-        Returns a scalar (or ``(scalar, aux)`` with ``has_aux``).
+        Returns a scalar, shape ``()`` (or ``(scalar, aux)`` with
+        ``has_aux``).
     argnums : int or tuple of int
-        Positional arguments to differentiate (pytrees allowed).
+        Positional arguments to differentiate (each a float, a float array or
+        a pytree of them).
     has_aux : bool
-        ``f`` returns ``(value, aux)``; aux is passed through.
+        ``f`` returns ``(value, aux)``; only ``value`` is differentiated and
+        ``aux`` is returned as it is (put values in it, e.g. ``x.primal``,
+        not traced values).
 
     Returns
     -------
     callable
-        ``(value, grad)`` or ``((value, aux), grad)``; the gradient has the
-        structure, shapes and dtypes of the differentiated arguments.
+        Takes ``f``'s arguments and returns ``(value, grad)``, or
+        ``((value, aux), grad)`` with ``has_aux``.  ``value`` is a numpy
+        scalar; ``grad`` has the structure, shapes and dtypes of the
+        differentiated argument (a tuple of them when ``argnums`` is a
+        tuple).
+
+    Raises
+    ------
+    NonScalarOutputError
+        ``f`` returned an array with more than one element (use ``jacrev``).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> value, g = ta.value_and_grad(lambda x: (x ** 2).sum())(np.array([1.0, 2.0]))
+    >>> print(value, g)
+    5.0 [2. 4.]
+    >>> (value, aux), g = ta.value_and_grad(lambda x: (3.0 * x, "note"), has_aux=True)(2.0)
+    >>> print(value, aux, g)
+    6.0 note 3.0
     """
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
@@ -298,9 +320,37 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
 def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
     """Gradient of a scalar function (reverse mode, one sweep).
 
-    >>> import tapead as ta
+    Parameters
+    ----------
+    f : callable
+        Returns a scalar, shape ``()`` (or ``(scalar, aux)`` with
+        ``has_aux``).
+    argnums : int or tuple of int
+        Positional arguments to differentiate (floats, float arrays or
+        pytrees of them).
+    has_aux : bool
+        ``f`` returns ``(value, aux)``; ``aux`` is returned next to the
+        gradient.
+
+    Returns
+    -------
+    callable
+        Takes ``f``'s arguments and returns the gradient, shaped like the
+        differentiated argument (a tuple for a tuple ``argnums``), or
+        ``(grad, aux)`` with ``has_aux``.
+
+    See Also
+    --------
+    value_and_grad : the value too, at no extra cost.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
     >>> float(ta.grad(lambda x: x * x + 3.0 * x)(2.0))
     7.0
+    >>> gx, gy = ta.grad(lambda x, y: (x * y).sum(), argnums=(0, 1))(np.ones(2), np.arange(2.0))
+    >>> print(gx, gy)
+    [0. 1.] [1. 1.]
     """
     vg = value_and_grad(f, argnums, has_aux)
 
@@ -314,7 +364,35 @@ def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
 
 
 def vjp(f: Callable, *primals, has_aux: bool = False):
-    """``(f(*primals), pullback)``; ``pullback(ct)`` returns a tuple per primal."""
+    """Reverse mode: ``f``'s output and a function that pulls cotangents back.
+
+    Parameters
+    ----------
+    f : callable
+        Any function of the primals returning an array or a pytree of arrays.
+    *primals
+        The point: floats, float arrays or pytrees of them.
+    has_aux : bool
+        ``f`` returns ``(out, aux)``; ``aux`` is returned as a third value.
+
+    Returns
+    -------
+    out : pytree
+        ``f(*primals)`` as plain numpy values.
+    pullback : callable
+        ``pullback(ct)`` with ``ct`` shaped like ``out`` returns a tuple with
+        one cotangent ``ct @ J_i`` per primal, each shaped like that primal.
+        It can be called several times.
+    aux : object
+        Only with ``has_aux``.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> out, pullback = ta.vjp(lambda x: x * x, np.array([1.0, 2.0, 3.0]))
+    >>> print(out, pullback(np.array([1.0, 0.0, 1.0])))
+    [1. 4. 9.] (array([2., 0., 6.]),)
+    """
     tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
         f, primals, {}, tuple(range(len(primals))), "vjp")
     if has_aux:
@@ -350,14 +428,36 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
 # ---------------------------------------------------------------------------
 
 def jvp(f: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
-    """``(f(*primals), J·tangents)`` by dual numbers, in one forward run.
+    """Forward mode: ``(f(*primals), J·tangents)`` by dual numbers, in one run.
 
-    With ``has_aux=True``, ``f`` returns ``(output, aux)`` and the result is
-    ``(output, tangent, aux)``, as in JAX.
+    Parameters
+    ----------
+    f : callable
+        Any function of the primals returning an array or a pytree of arrays.
+    primals : tuple
+        One entry per positional argument of ``f`` (floats, float arrays or
+        pytrees of them).
+    tangents : tuple
+        The direction: same structure and shapes as ``primals``.
+    has_aux : bool
+        ``f`` returns ``(output, aux)``; the aux data comes back as values.
 
+    Returns
+    -------
+    out : pytree
+        ``f(*primals)``.
+    tangent_out : pytree
+        The directional derivative ``J·tangents``, shaped like ``out``.
+    aux : pytree
+        Only with ``has_aux=True`` (then the result is ``(out, tangent_out, aux)``,
+        as in JAX).
+
+    Examples
+    --------
     >>> import numpy as np, tapead as ta
-    >>> ta.jvp(np.sin, (0.0,), (2.0,))
-    (np.float64(0.0), np.float64(2.0))
+    >>> out, t = ta.jvp(lambda x, y: x * y, (np.array([1.0, 2.0]), 3.0), (np.ones(2), 0.0))
+    >>> print(out, t)
+    [3. 6.] [3. 3.]
     """
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise TypeError("jvp(f, primals, tangents): primals and tangents must be "
@@ -416,14 +516,33 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable
     """Jacobian by forward mode: one recording, all input directions at once.
 
     The tape is recorded once and a batched forward sweep carries one
-    tangent direction per input element (an extra leading axis).  The
-    result is shaped ``out.shape + in.shape``; with ``has_aux=True`` ``f``
-    returns ``(output, aux)`` and the result is ``(jacobian, aux)``.
+    tangent direction per input element (an extra leading axis).  Cheapest
+    when the input has fewer elements than the output.
 
+    Parameters
+    ----------
+    f : callable
+        A function returning an array or a pytree of arrays.
+    argnums : int or tuple of int
+        Positional arguments to differentiate.
+    has_aux : bool
+        ``f`` returns ``(output, aux)``; the result is then ``(jacobian, aux)``
+        with the aux data as values.
+
+    Returns
+    -------
+    callable
+        Takes ``f``'s arguments and returns the Jacobian, shaped
+        ``out.shape + in.shape`` (a pytree of them for pytree outputs or
+        inputs, a tuple for a tuple ``argnums``).
+
+    Examples
+    --------
     >>> import numpy as np, tapead as ta
-    >>> ta.jacfwd(lambda x: x ** 2)(np.array([1.0, 3.0]))
-    array([[2., 0.],
-           [0., 6.]])
+    >>> J = ta.jacfwd(lambda x: np.array([1.0, 2.0]) * x[0] + x[1] ** 2)(np.array([3.0, 4.0]))
+    >>> print(J)
+    [[1. 8.]
+     [2. 8.]]
     """
     @functools.wraps(f)
     def jac_f(*args, **kwargs):
@@ -473,12 +592,30 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable
 def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
     """Jacobian by reverse mode: one recording, one sweep per output element.
 
-    Shaped ``out.shape + in.shape``; ``has_aux`` as in :func:`jacfwd`.
+    Cheapest when the output has fewer elements than the input.
 
+    Parameters
+    ----------
+    f : callable
+        A function returning an array or a pytree of arrays.
+    argnums : int or tuple of int
+        Positional arguments to differentiate.
+    has_aux : bool
+        As in :func:`jacfwd`.
+
+    Returns
+    -------
+    callable
+        Takes ``f``'s arguments and returns the Jacobian, shaped
+        ``out.shape + in.shape``, like :func:`jacfwd`.
+
+    Examples
+    --------
     >>> import numpy as np, tapead as ta
-    >>> ta.jacrev(lambda x: np.array([x[0] * x[1], x[1]]))(np.array([2.0, 5.0]))
-    array([[5., 2.],
-           [0., 1.]])
+    >>> J = ta.jacrev(lambda x: np.sin(x) * x[0])(np.array([0.0, 1.0]))
+    >>> print(np.round(J, 6))
+    [[0.       0.      ]
+     [0.841471 0.      ]]
     """
     @functools.wraps(f)
     def jac_f(*args, **kwargs):
@@ -524,7 +661,28 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable
 
 
 def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
-    """Hessian, forward over reverse: ``jacfwd(grad(f))``."""
+    """Hessian, forward over reverse: ``jacfwd(grad(f))``.
+
+    Parameters
+    ----------
+    f : callable
+        A scalar function.
+    argnums : int or tuple of int
+        Positional arguments to differentiate.
+
+    Returns
+    -------
+    callable
+        Takes ``f``'s arguments and returns the Hessian, shaped
+        ``in.shape + in.shape`` (for an input of shape ``(n,)``: ``(n, n)``).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> print(ta.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 3.0])))
+    [[6. 2.]
+     [2. 0.]]
+    """
     return jacfwd(grad(f, argnums), argnums)
 
 
@@ -533,8 +691,29 @@ def hvp(f: Callable, primals: Sequence, tangents: Sequence):
 
     One forward run on dual numbers through one reverse sweep: the tape's
     values are duals, so the gradient's tangent part is ``H·v``.  No
-    Hessian is formed.  Returns the tangent (same structure as primals[0]
-    when there is one primal, else a tuple).
+    Hessian is formed.
+
+    Parameters
+    ----------
+    f : callable
+        A scalar function.
+    primals : tuple
+        The point, one entry per positional argument of ``f``.
+    tangents : tuple
+        The vector ``v``, same structure and shapes as ``primals``.
+
+    Returns
+    -------
+    array or tuple
+        ``H·v``, shaped like ``primals[0]`` when there is one primal, else a
+        tuple with one entry per primal.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> f = lambda x: x[0] ** 2 * x[1]
+    >>> print(ta.hvp(f, (np.array([1.0, 3.0]),), (np.array([1.0, 0.0]),)))
+    [6. 2.]
     """
     primals, tangents = tuple(primals), tuple(tangents)
     argnums = 0 if len(primals) == 1 else tuple(range(len(primals)))
@@ -548,10 +727,35 @@ def hvp(f: Callable, primals: Sequence, tangents: Sequence):
 class Recording:
     """A tape recorded from ``f`` at some inputs, re-evaluable at new ones.
 
+    Made by :func:`record`.  Calling it re-evaluates the recorded tape at
+    new inputs of the same structure and shapes without running Python.
+
+    Parameters
+    ----------
+    f : callable
+        A scalar function.
+    args : tuple
+        The inputs to record at.
+
     Attributes
     ----------
     tape : Tape
-        The recorded tape (``tape.n_nodes``, ``tape.nbytes``).
+        The recorded tape (``tape.n_nodes``, ``tape.nbytes``,
+        ``tape.memory()``).
+    n_nodes : int
+        Number of nodes on the tape.
+    nbytes : int
+        Bytes of values the tape holds for the reverse sweep.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> rec = ta.record(lambda x: (x * x).sum(), np.array([1.0, 2.0]))
+    >>> print(rec(np.array([3.0, 4.0])))
+    25.0
+    >>> value, g = rec.value_and_grad(np.array([3.0, 4.0]))
+    >>> print(value, g)
+    25.0 [6. 8.]
     """
 
     def __init__(self, f, args):
@@ -578,10 +782,12 @@ class Recording:
 
     @property
     def n_nodes(self) -> int:
+        """Number of nodes on the recorded tape (inputs included)."""
         return self.tape.n_nodes
 
     @property
     def nbytes(self) -> int:
+        """Bytes of values the tape keeps for the reverse sweep (``tape.memory()["values"]``)."""
         return self.tape.nbytes
 
     def _load(self, args):
@@ -617,6 +823,32 @@ def record(f: Callable, *args) -> Recording:
     """Record ``f`` at ``args`` into a tape that can be re-evaluated.
 
     Comparisons on traced values are recorded as guards; a re-evaluation
-    whose guard flips raises ``GuardFlippedError``.
+    whose guard flips raises ``GuardFlippedError`` instead of returning the
+    derivative of the wrong branch.
+
+    Parameters
+    ----------
+    f : callable
+        A scalar function of ``args``; it must not call another transform
+        inside (``TapeReplayError``).
+    *args
+        The inputs to record at (floats, float arrays, pytrees).
+
+    Returns
+    -------
+    Recording
+        Callable at new inputs of the same structure and shapes;
+        ``.value_and_grad(*args)`` gives the gradient there too.
+
+    Examples
+    --------
+    >>> import tapead as ta
+    >>> rec = ta.record(lambda x: x * x if x > 0 else -x, 2.0)
+    >>> print(rec.value_and_grad(3.0))
+    (np.float64(9.0), np.float64(6.0))
+    >>> rec(-1.0)
+    Traceback (most recent call last):
+    ...
+    tapead.errors.GuardFlippedError: ...
     """
     return Recording(f, args)

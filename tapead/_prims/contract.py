@@ -305,6 +305,15 @@ def tensordot(a, b, axes=2):
     ``axes`` is an int N (the last N axes of ``a`` against the first N of
     ``b``) or a pair of axis lists.  The result has ``a``'s free axes, then
     ``b``'s.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> a, b = np.arange(6.0).reshape(2, 3), np.ones((3, 4))
+    >>> ga = ta.grad(lambda a: np.tensordot(a, b, axes=1).sum())(a)    # b's row sums
+    >>> print(ga)
+    [[4. 4. 4.]
+     [4. 4. 4.]]
     """
     if not _any_box((a, b)):
         return np.tensordot(a, b, axes)
@@ -386,7 +395,15 @@ def kron(a, b):
 # ---------------------------------------------------------------------------
 
 def linalg_trace(x, /, *, offset=0, dtype=None):
-    """``np.linalg.trace``: the trace of the last two axes (offset 0 on tracers)."""
+    """``np.linalg.trace``: the trace of the last two axes (offset 0 on tracers).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> print(ta.grad(lambda x: np.linalg.trace(x @ x))(np.array([[1.0, 2.0], [3.0, 4.0]])))
+    [[2. 6.]
+     [4. 8.]]
+    """
     if not _any_box((x,)):
         return np.linalg.trace(x, offset=offset, dtype=dtype)
     if offset or dtype is not None:
@@ -396,7 +413,15 @@ def linalg_trace(x, /, *, offset=0, dtype=None):
 
 
 def linalg_diagonal(x, /, *, offset=0):
-    """``np.linalg.diagonal``: the diagonal of the last two axes (offset 0 on tracers)."""
+    """``np.linalg.diagonal``: the diagonal of the last two axes (offset 0 on tracers).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> print(ta.grad(lambda x: np.linalg.diagonal(x).prod())(np.array([[2.0, 9.0], [9.0, 5.0]])))
+    [[5. 0.]
+     [0. 2.]]
+    """
     if not _any_box((x,)):
         return np.linalg.diagonal(x, offset=offset)
     if offset:
@@ -406,7 +431,14 @@ def linalg_diagonal(x, /, *, offset=0):
 
 
 def matrix_transpose(x, /):
-    """``np.linalg.matrix_transpose``: swap the last two axes."""
+    """``np.linalg.matrix_transpose``: swap the last two axes.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> ta.jacfwd(np.linalg.matrix_transpose)(np.ones((2, 3))).shape     # (3, 2) + (2, 3)
+    (3, 2, 2, 3)
+    """
     from tapead._prims.shape import swapaxes
     if np.ndim(x) < 2:
         raise ShapeError(f"matrix_transpose needs at least 2 axes; got shape {np.shape(x)}")

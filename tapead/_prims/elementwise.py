@@ -370,7 +370,25 @@ stop_gradient_p.defjvp(lambda t, ans, x: None)
 
 
 def stop_gradient(x):
-    """The value of ``x`` as a constant: no derivative flows through it."""
+    """The value of ``x`` as a constant: no derivative flows through it.
+
+    Parameters
+    ----------
+    x : array_like or traced value
+        Any shape.
+
+    Returns
+    -------
+    array or traced value
+        ``x``'s value, same shape and dtype, with a zero derivative in every
+        transform.
+
+    Examples
+    --------
+    >>> import tapead as ta
+    >>> float(ta.grad(lambda x: x * ta.stop_gradient(x))(3.0))    # d/dx (x * c) = c
+    3.0
+    """
     if isinstance(x, Box):
         return _core.bind(stop_gradient_p, x)
     return x

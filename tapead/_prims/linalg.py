@@ -71,7 +71,15 @@ matmul_p.fast_vjp = _core.FAST_VJP["matmul"]      # the sweep's C shortcut for p
 
 
 def matmul(a, b):
-    """``a @ b`` with derivatives (1-d, 2-d and batched operands)."""
+    """``a @ b`` with derivatives (1-d, 2-d and batched operands).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> print(ta.grad(lambda x: (A @ x).sum())(np.array([1.0, 1.0])))      # A^T @ ones
+    [4. 6.]
+    """
     if ndim_of(a) == 0 or ndim_of(b) == 0:
         raise ValueError("matmul: operands must be at least 1-d; use * for scalars")
     if isinstance(a, Box) or isinstance(b, Box):
@@ -92,7 +100,14 @@ def dot(a, b):
 
 
 def outer(a, b):
-    """``np.outer`` with derivatives."""
+    """``np.outer`` with derivatives.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> print(ta.grad(lambda x: np.outer(x, x).sum())(np.array([1.0, 2.0])))   # 2 sum(x)
+    [6. 6.]
+    """
     from tapead._prims.shape import reshape
     a = reshape(a, (-1, 1)) if isinstance(a, Box) else np.reshape(a, (-1, 1))
     b = reshape(b, (1, -1)) if isinstance(b, Box) else np.reshape(b, (1, -1))
@@ -209,6 +224,20 @@ def solve(a, b):
         ``a`` not square, or ``b`` not ``(n,)`` / ``(..., n, k)``.
     numpy.linalg.LinAlgError
         ``a`` is singular.
+
+    Returns
+    -------
+    array
+        ``x``, shaped like ``b``.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> b = np.array([1.0, 2.0])
+    >>> gb = ta.grad(lambda b: np.linalg.solve(A, b).sum())(b)     # A^-T @ ones
+    >>> bool(np.allclose(gb, np.linalg.solve(A.T, np.ones(2)), rtol=1e-14, atol=0))
+    True
     """
     from tapead._prims.shape import reshape
     n = _square("solve", a)
@@ -242,6 +271,15 @@ def inv(a):
     Derivatives: ``dC = -C dA C`` and ``dA = -C^T dC C^T`` with ``C = inv(a)``.
     Raises ``ShapeError`` for a non-square ``a`` and ``LinAlgError`` for a
     singular one.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> g = ta.grad(lambda A: np.linalg.inv(A)[0, 0])(A)
+    >>> C = np.linalg.inv(A)
+    >>> bool(np.allclose(g, -np.outer(C[:, 0], C[0, :]), rtol=1e-14, atol=0))
+    True
     """
     _square("inv", a)
     if not _any_box(a):
@@ -263,6 +301,15 @@ def det(a):
 
     The derivative rules use ``A^-1``: they raise ``LinAlgError`` at a
     singular matrix (where the derivative, the adjugate, still exists).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> g = ta.grad(np.linalg.det)(A)          # det(A) A^-T, the cofactors
+    >>> print(np.round(g, 12))
+    [[ 3. -1.]
+     [-1.  4.]]
     """
     _square("det", a)
     if not _any_box(a):
@@ -292,6 +339,14 @@ def slogdet(a):
     ``logabsdet`` has derivative ``tr(A^-1 dA)``; ``sign`` is piecewise
     constant (derivative zero).  Raises ``LinAlgError`` when differentiated
     at a singular matrix (where ``logabsdet`` is ``-inf``).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> g = ta.grad(lambda A: np.linalg.slogdet(A)[1])(A)    # A^-T
+    >>> bool(np.allclose(g, np.linalg.inv(A).T, rtol=1e-14, atol=0))
+    True
     """
     _square("slogdet", a)
     if not _any_box(a):
@@ -342,6 +397,15 @@ def cholesky(a, /, *, upper=False):
 
     Raises ``LinAlgError`` (with what to do) when ``a`` is not positive
     definite.  The rules use ``solve`` for the triangular solves.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> L = np.linalg.cholesky(A)
+    >>> Ld = ta.jvp(np.linalg.cholesky, (A,), (np.eye(2),))[1]   # along dA = I
+    >>> bool(np.allclose(Ld @ L.T + L @ Ld.T, np.eye(2), rtol=0, atol=1e-14))
+    True
     """
     _square("cholesky", a)
     if not _any_box(a):
@@ -437,6 +501,17 @@ def eigh(a, UPLO="L"):
     by a gap.  Eigenvectors are defined up to sign; the derivative is that
     of numpy's choice, which is locally constant: compare sign-invariant
     quantities (``V * V``, ``V @ f(w) @ V.T``) across libraries.
+
+    Examples
+    --------
+    The derivative of an eigenvalue ``w_i`` is ``v_i v_i^T``:
+
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> g = ta.grad(lambda A: np.linalg.eigh(A).eigenvalues[1])(A)
+    >>> v = np.linalg.eigh(A).eigenvectors[:, 1]
+    >>> bool(np.allclose(g, np.outer(v, v), rtol=0, atol=1e-14))
+    True
     """
     _square("eigh", a)
     if not _any_box(a):
@@ -450,6 +525,14 @@ def eigvalsh(a, UPLO="L"):
 
     On traced values they come from ``eigh`` (one decomposition; the
     eigenvectors are needed for the derivative).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> g = ta.grad(lambda A: np.linalg.eigvalsh(A).sum())(A)       # d trace = I
+    >>> bool(np.allclose(g, np.eye(2), rtol=0, atol=1e-14))
+    True
     """
     if not _any_box(a):
         return np.linalg.eigvalsh(a, UPLO)
@@ -496,6 +579,16 @@ def qr(a, mode="reduced"):
     The derivative needs a tall or square ``a`` (``m >= n``) of **full
     column rank** (R invertible).  Q's columns and R's rows are defined up
     to sign; the derivative is that of numpy's (LAPACK's) choice.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> a = np.array([[2.0, 1.0], [1.0, 3.0], [0.0, 1.0]])
+    >>> def r00(a):
+    ...     return np.linalg.qr(a)[1][0, 0]          # |R00| is the norm of column 0
+    >>> g = ta.grad(r00)(a)
+    >>> bool(np.allclose(np.abs(g[:, 0]), np.abs(a[:, 0]) / np.linalg.norm(a[:, 0])))
+    True
     """
     if not _any_box(a):
         return np.linalg.qr(a, mode)
@@ -548,6 +641,13 @@ def pinv(a, rcond=None, hermitian=False, **kwargs):
     The derivative formula holds where the rank is locally constant, e.g.
     for a matrix of full rank; at a rank drop the pseudo-inverse is not
     even continuous.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> a = np.array([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
+    >>> ta.jacfwd(np.linalg.pinv)(a).shape          # out.shape + in.shape
+    (2, 3, 3, 2)
     """
     if not _any_box(a):
         return np.linalg.pinv(a, rcond=rcond, hermitian=hermitian, **kwargs)
@@ -576,6 +676,15 @@ def lstsq(a, b, rcond=None):
     ``b``; ``rank`` and the singular values ``s`` are returned as constants
     (no derivative: use ``eigvalsh(a.T @ a)`` for differentiable singular
     values).  The derivative needs a locally constant rank (e.g. full rank).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> a = np.array([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
+    >>> y = np.array([1.0, 2.0, 2.0])
+    >>> fit = lambda y: np.linalg.lstsq(a, y, rcond=None)[0]
+    >>> bool(np.allclose(ta.jacrev(fit)(y), np.linalg.pinv(a), rtol=0, atol=1e-14))
+    True
     """
     from tapead._prims.reductions import sum as _sum
     from tapead._prims.shape import reshape

@@ -362,6 +362,14 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     maximum, so it neither overflows nor loses the derivative: the result
     does not depend on ``m``.  With ``return_sign=True`` returns
     ``(log|sum|, sign)``, the sign a plain array.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> from tapead.scipy.special import logsumexp
+    >>> x = np.array([1000.0, 1000.0 + np.log(3.0)])
+    >>> print(round(float(logsumexp(x)), 10), np.round(ta.grad(logsumexp)(x), 12))
+    1001.3862943611 [0.25 0.75]
     """
     if not isinstance(a, Box) and not isinstance(b, Box):
         return sps.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
@@ -405,6 +413,14 @@ def norm(x, ord=None, axis=None, keepdims=False):
     input, or a pair ``axis``): ``None``/``'fro'``, 1, -1, inf, -inf.  The
     spectral and nuclear norms (2, -2, 'nuc') need an SVD and are not
     supported.  The 2-norm at the zero vector has a nan derivative (as in JAX).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> print(ta.grad(np.linalg.norm)(np.array([3.0, 4.0])))     # x / |x|
+    [0.6 0.8]
+    >>> print(ta.grad(lambda x: np.linalg.norm(x, 1))(np.array([3.0, -4.0])))
+    [ 1. -1.]
     """
     if not isinstance(x, Box):
         return np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)

@@ -58,6 +58,7 @@ def transpose(x, axes=None):
 
 
 def swapaxes(x, a, b):
+    """``np.swapaxes`` with derivatives: axes ``a`` and ``b`` exchanged."""
     axes = list(range(np.ndim(x)))
     axes[a], axes[b] = axes[b], axes[a]
     return transpose(x, tuple(axes))

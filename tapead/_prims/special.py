@@ -41,7 +41,27 @@ polygamma_p.defjvp(lambda t, ans, x, n: t * polygamma(n + 1, x))
 
 
 def polygamma(n, x):
-    """``scipy.special.polygamma(n, x)`` with derivatives in ``x`` (``n`` an integer >= 0)."""
+    """``scipy.special.polygamma(n, x)`` with derivatives in ``x`` (``n`` an integer >= 0).
+
+    Parameters
+    ----------
+    n : int
+        The order, a constant (no derivative in ``n``).
+    x : array_like
+        Any shape.
+
+    Returns
+    -------
+    array
+        ``x``'s shape; its derivative is ``polygamma(n + 1, x)``.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> from tapead.scipy.special import polygamma
+    >>> bool(np.isclose(ta.grad(lambda x: polygamma(0, x))(1.0), np.pi ** 2 / 6))
+    True
+    """
     n_int = int(n) if np.ndim(n) == 0 and float(n) == int(n) else None
     if n_int is None or n_int < 0:
         raise ValueError(f"polygamma: n must be a non-negative integer constant; got {n!r}")
@@ -88,14 +108,59 @@ xlog1py = _binary("xlog1py", sps.xlog1py, lambda x, y: log1p(y), lambda x, y: x 
 
 # softmax and friends: composites of logsumexp ------------------------------------
 def log_softmax(x, axis=None):
-    """``scipy.special.log_softmax`` with derivatives."""
+    """``scipy.special.log_softmax`` with derivatives.
+
+    Parameters
+    ----------
+    x : array_like
+        Any shape.
+    axis : int or tuple of int, optional
+        Normalised over these axes (all of them when None).
+
+    Returns
+    -------
+    array
+        ``x - logsumexp(x, axis, keepdims=True)``, ``x``'s shape.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> from tapead.scipy.special import log_softmax
+    >>> J = ta.jacrev(log_softmax)(np.array([0.0, np.log(3.0)]))
+    >>> print(np.round(J, 12))
+    [[ 0.75 -0.75]
+     [-0.25  0.25]]
+    """
     if not isinstance(x, Box):
         return sps.log_softmax(x, axis=axis)
     return x - logsumexp(x, axis=axis, keepdims=True)
 
 
 def softmax(x, axis=None):
-    """``scipy.special.softmax`` with derivatives."""
+    """``scipy.special.softmax`` with derivatives.
+
+    Parameters
+    ----------
+    x : array_like
+        Any shape.
+    axis : int or tuple of int, optional
+        Normalised over these axes (all of them when None).
+
+    Returns
+    -------
+    array
+        ``exp(log_softmax(x, axis))``, ``x``'s shape.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> from tapead.scipy.special import softmax
+    >>> print(np.round(softmax(np.array([0.0, np.log(3.0)])), 12))
+    [0.25 0.75]
+    >>> g = ta.grad(lambda x: softmax(x)[1])(np.array([0.0, np.log(3.0)]))
+    >>> print(np.round(g, 12))
+    [-0.1875  0.1875]
+    """
     if not isinstance(x, Box):
         return sps.softmax(x, axis=axis)
     return exp(log_softmax(x, axis=axis))

@@ -1,4 +1,4 @@
-"""Seed 004's worked examples, computed by tapead.
+"""Worked examples of an introduction to automatic differentiation, computed by tapead.
 
 Run with ``python -m tapead.examples.demo``.
 """

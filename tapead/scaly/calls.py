@@ -14,7 +14,7 @@ Scaly's rule that "the adjoint of a call is inlined"; since nodes are
 interned, the n stages of an expanded ``vmap`` that compute the same thing
 share their nodes.  Expansion is a loop over nesting levels, not a
 recursion.  (Differentiating a mapped call into a mapped call of the stage
-derivative is the vmap issue's work; today the stages are expanded.)
+derivative is not done yet; today the stages are expanded.)
 """
 from __future__ import annotations
 
@@ -146,6 +146,18 @@ def vmap(stage, n: int, inputs: Sequence[Any]):
         axis: shape ``(n,) + output shape`` (a tuple laid out like the stage's
         outputs for several outputs).  On numpy inputs the stages are
         evaluated right away and numpy arrays are returned.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.L("x", 2), sc.L("y", ...))
+    ... def stage(x):
+    ...     return (x * x).sum()
+    >>> @sc.function(sc.L("z", 6), sc.L("s", ...))
+    ... def mapped(z):
+    ...     return sc.vmap(stage, 3, [z])
+    >>> print(mapped(np.arange(6.0)))
+    [ 1. 13. 41.]
     """
     from tapead.scaly.function import Function
     if not isinstance(stage, Function):

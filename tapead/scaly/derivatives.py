@@ -91,7 +91,7 @@ STRICT_JVP_MANY_VARS = ("TAPEAD_STRICT_JVP_MANY", "SCALY_STRICT_JVP_MANY")
 
 def strict_jvp_many() -> bool:
     """Whether a missing batched rule is an error (``TAPEAD_STRICT_JVP_MANY=1``,
-    or seed 000's name ``SCALY_STRICT_JVP_MANY``)."""
+    or Scaly's own name ``SCALY_STRICT_JVP_MANY``)."""
     return any(os.environ.get(v, "").strip() not in ("", "0") for v in STRICT_JVP_MANY_VARS)
 
 
@@ -187,6 +187,30 @@ def gradient(f: Function, out: str, inp: str) -> Function:
     """``f_grad_<out>_<inp>``: the gradient of a scalar output (reverse mode).
 
     Same inputs as ``f``; one output ``grad_<out>_<inp>`` shaped like the input.
+
+    Parameters
+    ----------
+    f : sc.Function
+    out : str
+        The name of a scalar output of ``f``.
+    inp : str
+        The name of an input of ``f``.
+
+    Returns
+    -------
+    sc.Function
+        Named ``f_grad_<out>_<inp>``; callable like ``f``, on numbers or on
+        expressions, and differentiable again.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.L("x", 2), sc.L("y", ...))
+    ... def h(x):
+    ...     return (x[0] * x[1]).sin()
+    >>> grad = sc.gradient(h, "y", "x")
+    >>> grad.name, grad(np.array([1.0, 2.0]))
+    ('h_grad_y_x', array([-0.83229367, -0.41614684]))
     """
     y, x = _pick(f, out, inp)
     if y.size != 1:
@@ -222,6 +246,33 @@ def forward(f: Function, out: str, inp: str, directions: Optional[int] = None) -
     cosine per sine node) is done once.  An op without a batched rule falls
     back to one pass per direction; ``TAPEAD_STRICT_JVP_MANY=1`` (or
     ``SCALY_STRICT_JVP_MANY=1``) turns that fallback into an error.
+
+    Parameters
+    ----------
+    f : sc.Function
+    out, inp : str
+        Names of an output and an input of ``f``.
+    directions : int, optional
+        Build a batched pass over this many directions.
+
+    Returns
+    -------
+    sc.Function
+        Named ``f_fwd_<out>_<inp>``; its result has the output's shape (with
+        a leading ``k`` axis when ``directions=k``).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.L("x", 2), sc.L("y", ...))
+    ... def h(x):
+    ...     return (x[0] * x[1]).sin()
+    >>> fwd = sc.forward(h, "y", "x")
+    >>> print(round(float(fwd((np.array([1.0, 2.0]), np.array([1.0, 0.0])))), 8))
+    -0.83229367
+    >>> many = sc.forward(h, "y", "x", directions=2)
+    >>> print(many((np.array([1.0, 2.0]), np.eye(2))))
+    [-0.83229367 -0.41614684]
     """
     y, x = _pick(f, out, inp)
     if directions is None:
@@ -245,7 +296,31 @@ def forward(f: Function, out: str, inp: str, directions: Optional[int] = None) -
 
 def jacobian(f: Function, out: str, inp: str) -> Function:
     """``f_jac_<out>_<inp>``: the dense Jacobian, shape ``(out.size, inp.size)``,
-    by forward mode with one direction per color of its pattern's columns."""
+    by forward mode with one direction per color of its pattern's columns.
+
+    Parameters
+    ----------
+    f : sc.Function
+    out, inp : str
+        Names of an output and an input of ``f``.
+
+    Returns
+    -------
+    sc.Function
+        Named ``f_jac_<out>_<inp>``, returning an ``(out.size, inp.size)``
+        array.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.L("x", 3), sc.L("y", ...))
+    ... def v(x):
+    ...     return sc.stack([x[0] * x[2], x[1] ** 2, 2.0 * x[0] + x[2] ** 2])
+    >>> print(sc.jacobian(v, "y", "x")(np.array([1.0, 2.0, 3.0])))
+    [[3. 0. 1.]
+     [0. 4. 0.]
+     [2. 0. 6.]]
+    """
     y, x = _pick(f, out, inp)
     return _single(f, "jac", out, inp, jacobian_expr(y, x))
 
@@ -265,6 +340,32 @@ def hessian(f: Function, out: str, inp: str, weights=None) -> Function:
     extra input of the derivative Function, after ``f``'s inputs.  The
     weighted sum is one scalar, so it takes a single reverse pass however
     many outputs (constraints) there are.
+
+    Parameters
+    ----------
+    f : sc.Function
+    out : str
+        A scalar output of ``f`` (or any output, with ``weights``).
+    inp : str
+        An input of ``f``.
+    weights : True or str, optional
+        Build the Lagrangian Hessian, with the weights as an extra input.
+
+    Returns
+    -------
+    sc.Function
+        Named ``f_hess_<out>_<inp>``, returning an ``(inp.size, inp.size)``
+        array.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.L("x", 2), sc.L("y", ...))
+    ... def h(x):
+    ...     return x[0] ** 2 * x[1]
+    >>> print(sc.hessian(h, "y", "x")(np.array([1.0, 3.0])))
+    [[6. 2.]
+     [2. 0.]]
     """
     y, x = _pick(f, out, inp)
     if weights is None or weights is False:

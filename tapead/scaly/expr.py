@@ -76,6 +76,19 @@ class Expr:
 
     Build them with ``sc.sym``, ``sc.const`` and the operators; a
     ``@sc.function`` body receives them as its arguments.
+
+    Attributes
+    ----------
+    shape : tuple of int
+    dtype : numpy dtype
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> x = sc.sym("x", 3)
+    >>> y = (x * 2.0).sin()[1:]
+    >>> y, y.shape
+    (<sc.Expr expr.gather : tensor<2xfloat64 diff>>, (2,))
     """
 
     __slots__ = ("id", "op", "operands", "attrs", "type", "diff", "__weakref__")
@@ -226,7 +239,26 @@ def make_node(op: str, operands: Sequence[Expr], attrs: Dict[str, Any]) -> Expr:
 
 
 def const(value, dtype=None) -> Expr:
-    """A constant expression: ``sc.const(1.0)``, ``sc.const(np.ones(3))``."""
+    """A constant expression: ``sc.const(1.0)``, ``sc.const(np.ones(3))``.
+
+    Parameters
+    ----------
+    value : float or array_like
+        Any shape.
+    dtype : numpy dtype, optional
+        Defaults to the value's (float64 for floats).
+
+    Returns
+    -------
+    Expr
+        A constant node of ``value``'s shape (not differentiable).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> sc.const(np.ones(2))
+    <sc.Expr expr.const : tensor<2xfloat64>>
+    """
     if isinstance(value, Expr):
         return value
     arr = np.asarray(value)
@@ -240,6 +272,24 @@ def sym(name: str, shape=(), dtype=dtypes.float64) -> Expr:
     """A named symbolic input, ``sc.sym("x", 3)``.
 
     The same name, shape and dtype always give the same node.
+
+    Parameters
+    ----------
+    name : str
+    shape : (), int or tuple of int
+    dtype : numpy dtype, default float64
+
+    Returns
+    -------
+    Expr
+        An input node of that shape.
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> x = sc.sym("x", 3)
+    >>> x.shape, sc.sym("x", 3) is x
+    ((3,), True)
     """
     if isinstance(shape, TensorType):
         ttype = shape
@@ -291,7 +341,27 @@ def reshape(x: Expr, shape) -> Expr:
 
 
 def stack(items: Sequence, axis: int = 0) -> Expr:
-    """``sc.stack([a, b, ...])``: a new leading (or ``axis``) dimension."""
+    """``sc.stack([a, b, ...])``: a new leading (or ``axis``) dimension.
+
+    Parameters
+    ----------
+    items : sequence of Expr or numbers
+        All of one shape ``s``.
+    axis : int
+        Where the new dimension goes.
+
+    Returns
+    -------
+    Expr
+        Shape ``s`` with ``len(items)`` inserted at ``axis``.
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> x = sc.sym("x", 3)
+    >>> sc.stack([x[0], 2.0 * x[1]]).shape
+    (2,)
+    """
     items = list(items)
     if not items:
         raise ValueError("sc.stack needs at least one expression")
@@ -302,7 +372,27 @@ def stack(items: Sequence, axis: int = 0) -> Expr:
 
 
 def sumsqr(x) -> Expr:
-    """The sum of squares of every element, ``(x * x).sum()``."""
+    """The sum of squares of every element, ``(x * x).sum()``.
+
+    Parameters
+    ----------
+    x : Expr
+        Any shape.
+
+    Returns
+    -------
+    Expr
+        Shape ``()``.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.L("x", 2), sc.L("y", ...))
+    ... def f(x):
+    ...     return sc.sumsqr(x)
+    >>> print(f(np.array([3.0, 4.0])))
+    25.0
+    """
     x = as_expr(x)
     return (x * x).sum()
 

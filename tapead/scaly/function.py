@@ -33,6 +33,19 @@ class Function:
     output_layout : Leaf or Group
     inputs, outputs : list of Expr
         The input nodes and output expressions, one per leaf.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.L("x", 2), sc.L("y", ...))
+    ... def h(x):
+    ...     return (x[0] * x[1]).sin()
+    >>> h
+    <sc.Function h(x: tensor<2xfloat64>) -> (y: tensor<float64>)>
+    >>> print(round(float(h(np.array([1.0, 2.0]))), 8))
+    0.90929743
+    >>> h(sc.sym("z", 2))                    # on an expression: a call node
+    <sc.Expr expr.call : tensor<float64 diff>>
     """
 
     def __init__(self, name: str, params: Sequence[Any], output_layout: Any,
@@ -187,6 +200,35 @@ def function(*specs, outputs=None) -> Callable[[Callable], Function]:
       ``sc.group`` (inferred from the body's results when omitted).
 
     Shapes are ``()``, an int, a tuple or ``...`` (outputs only: inferred).
+
+    Parameters
+    ----------
+    *specs : sc.L, sc.G, sc.arg or sc.group
+        Either ``(in_layout, out_layout)`` or one ``sc.arg``/``sc.group`` per
+        positional parameter.
+    outputs : sc.arg or sc.group, optional
+        The output layout of the ``sc.arg`` style.
+
+    Returns
+    -------
+    callable
+        A decorator turning the body into a :class:`Function` (the body runs
+        once, on symbolic inputs).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.G(sc.L("x", 2), sc.L("p", ())), sc.L("y", ...))
+    ... def f(inputs):
+    ...     x, p = inputs
+    ...     return (x * p).sin()
+    >>> print(f((np.array([0.0, 1.0]), 2.0)))
+    [0.         0.90929743]
+    >>> @sc.function(sc.arg("x", 2), sc.arg("p"), outputs=sc.arg("y", ...))
+    ... def g(x, p):
+    ...     return (x * x).sum() * p
+    >>> print(g(np.array([1.0, 2.0]), 3.0))
+    15.0
     """
     if specs and all(_is_l_style(s) for s in specs):
         if len(specs) > 2 or outputs is not None:

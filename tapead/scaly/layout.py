@@ -63,19 +63,85 @@ class Group:
 
 
 class L(Leaf):
-    """A leaf of the ``sc.L``/``sc.G`` declaration style."""
+    """A leaf of the ``sc.L``/``sc.G`` declaration style.
+
+    Parameters
+    ----------
+    name : str
+        The input's or output's name (used by ``sc.gradient(f, "y", "x")``).
+    shape : (), int, tuple of int or ``...``
+        ``...`` (outputs only) takes the shape the body returns.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.L("x", 3), sc.L("y", ...))
+    ... def norm2(x):
+    ...     return (x * x).sum()
+    >>> print(norm2(np.array([1.0, 2.0, 2.0])))
+    9.0
+    """
 
 
 class G(Group):
-    """A group of the ``sc.L``/``sc.G`` declaration style."""
+    """A group of the ``sc.L``/``sc.G`` declaration style.
+
+    Parameters
+    ----------
+    *items : sc.L or sc.G
+        The members, in order; the body receives (or returns) a tuple.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.G(sc.L("a", ()), sc.L("b", ())), sc.G(sc.L("s", ...), sc.L("d", ...)))
+    ... def sum_diff(ab):
+    ...     a, b = ab
+    ...     return a + b, a - b
+    >>> [float(v) for v in sum_diff((3.0, 1.0))]
+    [4.0, 2.0]
+    """
 
 
 class arg(Leaf):  # noqa: N801  (Scaly's name)
-    """A positional parameter (or an output) of the ``sc.arg`` style."""
+    """A positional parameter (or an output) of the ``sc.arg`` style.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's or output's name.
+    shape : (), int, tuple of int or ``...``
+        ``...`` (outputs only) takes the shape the body returns.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.arg("x", 2), outputs=sc.arg("y", ...))
+    ... def f(x):
+    ...     return x[0] * x[1]
+    >>> print(f(np.array([2.0, 3.0])))
+    6.0
+    """
 
 
 class group(Group):  # noqa: N801  (Scaly's name)
-    """A group of the ``sc.arg`` style, e.g. ``outputs=sc.group(...)``."""
+    """A group of the ``sc.arg`` style, e.g. ``outputs=sc.group(...)``.
+
+    Parameters
+    ----------
+    *items : sc.arg or sc.group
+        The members, in order; a positional parameter declared as a group
+        receives a tuple, and ``outputs=sc.group(...)`` returns one.
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> @sc.function(sc.arg("x"), outputs=sc.group(sc.arg("s", ...), sc.arg("c", ...)))
+    ... def sincos(x):
+    ...     return x.sin(), x.cos()
+    >>> [round(float(v), 6) for v in sincos(0.5)]
+    [0.479426, 0.877583]
+    """
 
 
 def leaves(layouts: Sequence[Any]) -> List[Leaf]:

@@ -46,6 +46,29 @@ def render_expr_assembly(fn: Function) -> str:
     values that depend on a differentiable input.  Functions called from
     ``fn`` (``expr.call``/``expr.vmap`` nodes) follow as their own
     ``expr.func`` blocks, in first-use order.
+
+    Parameters
+    ----------
+    fn : sc.Function
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> @sc.function(sc.L("x", ()), sc.L("y", ...))
+    ... def f(x):
+    ...     return x.sin()
+    >>> print(sc.render_expr_assembly(f))
+    expr.module {
+      expr.func @f(%x: tensor<float64 diff>) -> (%y: tensor<float64 diff>) {
+        %0 = expr.input {lowering="auto", name="x"} : tensor<float64 diff>
+        %1 = expr.sin(%0) : tensor<float64 diff>
+        expr.return %1
+      }
+    }
     """
     from tapead.scaly.calls import callees
     lines = ["expr.module {"]
@@ -102,6 +125,18 @@ def render_lowered_program(fn: Function) -> str:
     Inputs are loaded into ``%vN`` values; a node used more than once gets its
     own statement, nodes used once are written inline; each output is one
     ``prog.store`` statement.
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> @sc.function(sc.L("x", ()), sc.L("y", ...))
+    ... def f(x):
+    ...     return (x * 1.0).sin()           # x * 1 is simplified away
+    >>> print(sc.render_lowered_program(f))
+    prog.func @f {
+      %v0 = prog.load %x[0] : float64
+      prog.store prog.sin(%v0), %y[0] : float64
+    }
     """
     outputs = fn.simplified_outputs()
     order = topo_order(outputs)

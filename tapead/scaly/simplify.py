@@ -91,7 +91,24 @@ def _rewrite(node: Expr, operands: Tuple[Expr, ...]) -> Expr:
 
 
 def simplify(outputs: Sequence[Expr]) -> List[Expr]:
-    """Simplified versions of ``outputs`` (new interned nodes; inputs kept)."""
+    """Simplified versions of ``outputs`` (new interned nodes; inputs kept).
+
+    Parameters
+    ----------
+    outputs : sequence of Expr
+
+    Returns
+    -------
+    list of Expr
+        One per output, the same shapes and values.
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> x = sc.sym("x", 3)
+    >>> sc.simplify([x * 1.0 + x * 1.0])          # x * 1 -> x, x + x -> 2 * x
+    [<sc.Expr expr.mul : tensor<3xfloat64 diff>>]
+    """
     current = list(outputs)
     for _ in range(_MAX_PASSES):
         new = rebuild(current, _rewrite)

@@ -43,6 +43,18 @@ class Sparsity:
     nnz : int
     row, col : ndarray of int, shape (nnz,)
         Row and column of every nonzero, in pattern order.
+
+    Parameters
+    ----------
+    pattern : array_like of bool, shape (rows, columns), or scipy.sparse matrix
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> x = sc.sym("x", 3)
+    >>> p = sc.jacobian_sparsity(sc.stack([x[0] * x[2], x[1] ** 2]), x)
+    >>> p, p.row, p.col
+    (Sparsity(2x3, nnz=3), array([0, 0, 1]), array([0, 2, 1]))
     """
 
     __slots__ = ("_csr",)
@@ -146,6 +158,15 @@ def jacobian_sparsity(expr: Expr, wrt: Expr) -> Sparsity:
     -------
     Sparsity
         Shape ``(expr.size, wrt.size)``, over the flattened elements.
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> x = sc.sym("x", 3)
+    >>> pattern = sc.jacobian_sparsity(sc.stack([x[0] * x[2], x[1] ** 2]), x)
+    >>> print(pattern.to_mask().astype(int))
+    [[1 0 1]
+     [0 1 0]]
     """
     if not isinstance(expr, Expr) or not isinstance(wrt, Expr):
         raise TypeError("sc.jacobian_sparsity(expr, sym) takes two sc.Expr: an expression "
@@ -173,6 +194,22 @@ def column_coloring(pattern: Any, order: str = "natural") -> Tuple[int, ...]:
     smallest color not used by an earlier column sharing a row with it.
 
     ``order`` is one of ``tapead.coloring.ORDERS`` (natural by default).
+
+    Parameters
+    ----------
+    pattern : Sparsity or array_like of bool, shape (m, n)
+    order : str
+
+    Returns
+    -------
+    tuple of int
+        One color per column, length ``n``.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> sc.column_coloring(np.array([[1, 0, 1], [0, 1, 0], [1, 0, 1]], dtype=bool))
+    (0, 0, 1)
     """
     return tuple(_coloring.column_coloring(_pattern_arg(pattern), order=order))
 
@@ -180,19 +217,64 @@ def column_coloring(pattern: Any, order: str = "natural") -> Tuple[int, ...]:
 def star_coloring(pattern: Any, order: str = "natural") -> Tuple[int, ...]:
     """Star coloring of a symmetric pattern (Gebremedhin, Tarafdar, Manne &
     Pothen 2007, Algorithm 4.1): proper, and no path on four vertices uses
-    only two colors, so every Hessian entry can be read directly."""
+    only two colors, so every Hessian entry can be read directly.
+
+    Parameters
+    ----------
+    pattern : Sparsity or array_like of bool, shape (n, n), symmetric
+    order : str
+
+    Returns
+    -------
+    tuple of int
+        One color per column, length ``n``.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> arrow = np.eye(4, dtype=bool)
+    >>> arrow[0, :] = arrow[:, 0] = True
+    >>> sc.star_coloring(arrow)
+    (0, 1, 1, 1)
+    """
     return tuple(_coloring.star_coloring(_pattern_arg(pattern), order=order))
 
 
 def acyclic_coloring(pattern: Any, order: str = "natural") -> Tuple[int, ...]:
     """Acyclic coloring of a symmetric pattern (no two-colored cycle); fewer
     colors than star, recovery by substitution
-    (``sc.sparse_hessian(f, ..., coloring="acyclic")``)."""
+    (``sc.sparse_hessian(f, ..., coloring="acyclic")``).
+
+    Parameters
+    ----------
+    pattern : Sparsity or array_like of bool, shape (n, n), symmetric
+    order : str
+
+    Returns
+    -------
+    tuple of int
+        One color per column, length ``n``.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> arrow = np.eye(4, dtype=bool)
+    >>> arrow[0, :] = arrow[:, 0] = True
+    >>> sc.acyclic_coloring(arrow)
+    (0, 1, 1, 1)
+    """
     return tuple(_coloring.acyclic_coloring(_pattern_arg(pattern), order=order))
 
 
 def color_groups(colors: Sequence[int]) -> Tuple[Tuple[int, ...], ...]:
-    """The columns of each color, ``((columns of color 0), (of color 1), ...)``."""
+    """The columns of each color, ``((columns of color 0), (of color 1), ...)``.
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> sc.color_groups((0, 0, 1))
+    ((0, 1), (2,))
+    """
     return _coloring.color_groups(colors)
 
 
@@ -281,6 +363,32 @@ def sparse_jacobian(f: Function, out: str, inp: str, order: str = "natural") -> 
     is colored with :func:`column_coloring`; one batched forward pass with a
     direction per color computes ``J S``, and a fixed gather picks entry
     (i, j) from row i of column color(j).
+
+    Parameters
+    ----------
+    f : sc.Function
+    out, inp : str
+        Names of an output and an input of ``f``.
+    order : str
+        Column order of the greedy coloring (see :func:`column_coloring`).
+
+    Returns
+    -------
+    sc.Function
+        Named ``f_spjac_<out>_<inp>``, returning the ``nnz`` nonzeros as a
+        1-d array in pattern order; ``.output_sparsities[0]`` is the pattern
+        (its ``row``/``col`` say where each value goes).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.L("x", 3), sc.L("y", ...))
+    ... def v(x):
+    ...     return sc.stack([x[0] * x[2], x[1] ** 2, 2.0 * x[0] + x[2] ** 2])
+    >>> spjac = sc.sparse_jacobian(v, "y", "x")
+    >>> pattern = spjac.output_sparsities[0]
+    >>> print(spjac(np.array([1.0, 2.0, 3.0])), pattern.row, pattern.col)
+    [3. 1. 4. 2. 6.] [0 0 1 2 2] [0 2 1 0 2]
     """
     y, x = _pick(f, out, inp)
     pattern = _pattern(y, x)
@@ -306,6 +414,37 @@ def sparse_hessian(f: Function, out: str, inp: str, coloring: str = "star",
     solves the off-diagonal values along 2-colored trees (substitution, a
     scalar node per value); ``coloring="column"`` treats H as a Jacobian
     (distance-2 coloring, more directions).
+
+    Parameters
+    ----------
+    f : sc.Function
+    out : str
+        A scalar output of ``f``.
+    inp : str
+        An input of ``f``.
+    coloring : {"star", "acyclic", "column"}
+    order : str
+        Vertex order of the coloring.
+
+    Returns
+    -------
+    sc.Function
+        Named ``f_sphess_<out>_<inp>``, returning the ``nnz`` nonzeros of the
+        ``(inp.size, inp.size)`` Hessian in pattern order.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.L("x", 3), sc.L("y", ...))
+    ... def q(x):
+    ...     return (x[0] * x[1]).sin() + x[2] ** 3
+    >>> sphess = sc.sparse_hessian(q, "y", "x")
+    >>> print(sphess.output_sparsities[0].to_mask().astype(int))
+    [[1 1 0]
+     [1 1 0]
+     [0 0 1]]
+    >>> print(sphess(np.array([0.0, 1.0, 2.0])))
+    [ 0.  1.  1.  0. 12.]
     """
     if coloring not in _HESSIAN_COLORINGS:
         raise ValueError(f"sc.sparse_hessian: unknown coloring {coloring!r}; use 'star' "

@@ -54,6 +54,12 @@ class TensorType:
     ----------
     shape : (), int or tuple of int
     dtype : numpy dtype, default float64
+
+    Examples
+    --------
+    >>> import tapead.scaly as sc
+    >>> sc.TensorType(3), sc.TensorType((), sc.dtypes.bool_)
+    (TensorType((3,), float64), TensorType((), bool))
     """
 
     __slots__ = ("shape", "dtype")
