@@ -126,14 +126,24 @@ def test_eigh_sign_invariant_loss_matches_jax():
 
 
 def test_eigh_reconstruction_and_projectors():
-    # V diag(w) V^T rebuilds the symmetric input: its Jacobian is the symmetrizer
+    # V diag(w) V^T rebuilds the symmetric matrix numpy reads: the lower triangle
+    # mirrored. Its Jacobian copies a[k, l] (k >= l) to (k, l) and (l, k), and
+    # ignores the upper triangle, in both modes.
     def rebuild(a):
         w, v = tnp.linalg.eigh(a)
         return (v * w) @ v.T
-    jac = ta.jacrev(rebuild)(S)
-    eye = np.eye(3)
-    sym = 0.5 * (np.einsum("ik,jl->ijkl", eye, eye) + np.einsum("il,jk->ijkl", eye, eye))
-    _close(jac, sym, 1e-10)
+    want = np.zeros((3, 3, 3, 3))
+    for i in range(3):
+        for j in range(3):
+            k, l = max(i, j), min(i, j)
+            want[i, j, k, l] = 1.0
+    _close(ta.jacrev(rebuild)(S), want, 1e-10)
+    _close(ta.jacfwd(rebuild)(S), want, 1e-10)
+    upper = lambda a: np.linalg.eigh(a, "U")   # noqa: E731
+    jac_u = ta.jacrev(lambda a: (tnp.linalg.eigh(a, "U")[1] * tnp.linalg.eigh(a, "U")[0])
+                      @ tnp.linalg.eigh(a, "U")[1].T)(S)
+    _close(jac_u, np.transpose(want, (1, 0, 3, 2)), 1e-10)
+    assert upper(S)[0].shape == (3,)
 
 
 def test_eigh_degenerate_spectrum():
@@ -145,7 +155,7 @@ def test_eigh_degenerate_spectrum():
         D = np.diag([1.0, 1.0, 3.0])
     # a function of the eigenvalues only: the reverse gradient needs no gap
     g = ta.grad(lambda a: tnp.sum(tnp.linalg.eigvalsh(a) ** 2))(D)
-    _close(g, 2 * D, 1e-12)
+    _close(g, 2 * D * (2 * np.tri(3) - np.eye(3)), 1e-12)     # the lower triangle read
     # the eigenvectors' derivative does not exist there: a clear error
     with pytest.raises(np.linalg.LinAlgError, match="distinct eigenvalues"):
         ta.grad(lambda a: tnp.sum(tnp.linalg.eigh(a)[1] ** 3))(D)

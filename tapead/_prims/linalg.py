@@ -365,17 +365,25 @@ def _phi(x):
     return x * (np.tri(n, dtype=dt) - 0.5 * np.eye(n, dtype=dt))
 
 
-def _cholesky_jvp(t, L, a):
-    return matmul(L, _phi(_solve_right(solve(L, _sym(t)), _mT(L))))
+def _cholesky_jvp(t, L, a, UPLO="L"):
+    return matmul(L, _phi(_solve_right(solve(L, _read_symmetric(t, UPLO)), _mT(L))))
 
 
-def _cholesky_vjp(g, L, a):
+def _cholesky_vjp(g, L, a, UPLO="L"):
     # <g, L Phi(X)> = <L^-T Phi(L^T g) L^-1, sym(dA)>
-    return _sym(_solve_right(solve(_mT(L), _phi(matmul(_mT(L), g))), L))
+    return _read_symmetric_adjoint(
+        _sym(_solve_right(solve(_mT(L), _phi(matmul(_mT(L), g))), L)), UPLO)
 
 
-cholesky_p = Primitive("cholesky", lambda a: _lapack("cholesky", np.linalg.cholesky, a,
-                                                     hint=_NOT_PD), saves=())
+def _cholesky_impl(a, UPLO="L"):
+    """The lower factor L of the symmetric matrix read from the UPLO triangle."""
+    if UPLO == "L":
+        return _lapack("cholesky", np.linalg.cholesky, a, hint=_NOT_PD)
+    return np.swapaxes(_lapack("cholesky", np.linalg.cholesky, a, hint=_NOT_PD, upper=True),
+                       -1, -2)
+
+
+cholesky_p = Primitive("cholesky", _cholesky_impl, saves=())
 cholesky_p.defjvp(_cholesky_jvp)
 cholesky_p.defvjp(_cholesky_vjp)
 
@@ -386,12 +394,12 @@ def cholesky(a, /, *, upper=False):
     Parameters
     ----------
     a : (..., n, n) array
-        **Symmetric** positive definite.  Like numpy, only the lower triangle
-        is read; the derivative treats ``a`` as symmetric: only the
-        symmetric part of a perturbation counts, and gradients are
-        symmetric (JAX's and PyTorch's convention).  To check it by finite
-        differences, perturb symmetrically (e.g. build ``M @ M.T + n I``
-        inside the function).
+        Symmetric positive definite.  Like numpy, only one triangle is read
+        (the lower one, or the upper one with ``upper=True``): the value is
+        that of the symmetric matrix with that triangle, and so is the
+        derivative, which is zero for the entries of the other triangle
+        (JAX and PyTorch symmetrize instead, which agrees on the sum of a
+        mirrored pair of entries).
     upper : bool
         Return ``U = L^T`` (``a = U^T U``) instead of ``L`` (``a = L L^T``).
 
@@ -410,7 +418,7 @@ def cholesky(a, /, *, upper=False):
     _square("cholesky", a)
     if not _any_box(a):
         return _lapack("cholesky", np.linalg.cholesky, a, hint=_NOT_PD, upper=upper)
-    L = bind(cholesky_p, a)
+    L = bind(cholesky_p, a, UPLO="U" if upper else "L")
     return _mT(L) if upper else L
 
 
@@ -453,10 +461,31 @@ def _gap_inverse(w):
     return (1.0 - eye) / (d + eye)
 
 
+def _triangle_masks(n, UPLO, dtype):
+    """(the read triangle with its diagonal, the read triangle without it)."""
+    lower = UPLO.upper() == "L"
+    full = np.tril(np.ones((n, n), dtype)) if lower else np.triu(np.ones((n, n), dtype))
+    return full, full - np.eye(n, dtype=dtype)
+
+
+def _read_symmetric(t, UPLO):
+    """The symmetric matrix numpy's eigh sees in ``t``: the ``UPLO`` triangle
+    mirrored (the other triangle is never read)."""
+    full, strict = _triangle_masks(np.shape(t)[-1], UPLO, _dtype_of(t))
+    return t * full + _mT(t * strict)
+
+
+def _read_symmetric_adjoint(G, UPLO):
+    """Adjoint of ``_read_symmetric`` for a symmetric ``G``: twice ``G`` on the
+    read triangle's off-diagonal entries, ``G`` on the diagonal, 0 elsewhere."""
+    full, strict = _triangle_masks(np.shape(G)[-1], UPLO, _dtype_of(G))
+    return G * (full + strict)
+
+
 def _eigh_jvp(t, ans, a, UPLO="L"):
     from tapead._prims.shape import concatenate
     w, V = ans[..., 0, :], ans[..., 1:, :]
-    M = matmul(_mT(V), matmul(_sym(t), V))
+    M = matmul(_mT(V), matmul(_read_symmetric(t, UPLO), V))
     dw = einsum("...ii->...i", M)
     dV = matmul(V, _gap_inverse(w) * M)
     return concatenate([_row(dw), dV], axis=-2)
@@ -468,7 +497,7 @@ def _eigh_vjp(g, ans, a, UPLO="L"):
     K = _row(gw) * np.eye(np.shape(w)[-1], dtype=_dtype_of(gw))
     if isinstance(gV, Box) or np.any(gV):            # skipped for eigenvalues only
         K = K + _gap_inverse(w) * matmul(_mT(V), gV)
-    return _sym(matmul(V, matmul(K, _mT(V))))
+    return _read_symmetric_adjoint(_sym(matmul(V, matmul(K, _mT(V)))), UPLO)
 
 
 eigh_p = Primitive("eigh", _eigh_impl, saves=())
@@ -482,9 +511,11 @@ def eigh(a, UPLO="L"):
     Parameters
     ----------
     a : (..., n, n) array
-        **Symmetric**.  Like numpy, only one triangle (``UPLO``) is read;
-        the derivative treats ``a`` as symmetric (only the symmetric part of
-        a perturbation counts; gradients are symmetric).
+        Like numpy, only one triangle (``UPLO``) is read: the value is that
+        of the symmetric matrix with that triangle, and so is the
+        derivative, which is therefore zero for the entries of the other
+        triangle (``docs/linalg.md``; JAX symmetrizes instead, which agrees
+        on the sum of a mirrored pair of entries).
     UPLO : {"L", "U"}
 
     Returns
@@ -504,13 +535,15 @@ def eigh(a, UPLO="L"):
 
     Examples
     --------
-    The derivative of an eigenvalue ``w_i`` is ``v_i v_i^T``:
+    The derivative of an eigenvalue ``w_i`` along a symmetric perturbation is
+    ``v_i v_i^T``; numpy reads the lower triangle, so the gradient lives
+    there (an off-diagonal entry stands for itself and its mirror):
 
     >>> import numpy as np, tapead as ta
     >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
     >>> g = ta.grad(lambda A: np.linalg.eigh(A).eigenvalues[1])(A)
-    >>> v = np.linalg.eigh(A).eigenvectors[:, 1]
-    >>> bool(np.allclose(g, np.outer(v, v), rtol=0, atol=1e-14))
+    >>> P = np.outer(*[np.linalg.eigh(A).eigenvectors[:, 1]] * 2)
+    >>> bool(np.allclose(g, np.tril(2 * P) - np.diag(np.diag(P)), rtol=0, atol=1e-14))
     True
     """
     _square("eigh", a)

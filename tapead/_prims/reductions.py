@@ -131,10 +131,18 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
 
 
 def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
-    """``np.std`` with derivatives; at a constant slice the derivative is nan (sqrt at 0)."""
+    """``np.std`` with derivatives.
+
+    Over slices of one element (and ``ddof=0``) the function is identically 0,
+    so every derivative is 0; at a constant slice of several elements the
+    derivative is nan (sqrt at 0), as in JAX (``docs/nonsmooth.md``).
+    """
     if not isinstance(x, Box):
         return np.std(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
     from tapead._prims.elementwise import sqrt
+    if ddof == 0 and _count(np.shape(x), axis) == 1:
+        _reject("std", dtype, out, x, **kw)
+        return sum(x, axis=axis, keepdims=keepdims) * 0.0     # identically 0
     return sqrt(var(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw))
 
 
