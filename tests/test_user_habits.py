@@ -446,3 +446,29 @@ def test_nondiff_argnums_errors():
         ta.custom_vjp(lambda x: x, nondiff_argnums=(-1,))
     with pytest.raises(TypeError, match="positional arguments"):
         ta.grad(lambda x: _power(x))(1.0)
+
+
+# ---------------------------------------------------------------------------
+# numpy's signatures, scipy's names
+# ---------------------------------------------------------------------------
+
+def test_swapaxes_takes_numpys_keywords():
+    w = np.arange(6.0).reshape(3, 2)
+    for call in (lambda x: np.swapaxes(x, axis1=0, axis2=1),
+                 lambda x: np.swapaxes(x, 0, -1), lambda x: x.swapaxes(1, 0)):
+        g = ta.grad(lambda x: np.sum(call(x) * w))(np.ones((2, 3)))
+        np.testing.assert_array_equal(g, w.T)
+
+
+def test_linspace_of_zero_samples():
+    assert float(ta.grad(lambda x: np.linspace(x, 2 * x, 0).sum())(1.0)) == 0.0
+    out, t = ta.jvp(lambda x: np.linspace(x, 2 * x, 0), (1.0,), (1.0,))
+    assert out.shape == t.shape == (0,)
+
+
+def test_scipy_ufunc_without_rule_is_named_as_scipy_names_it():
+    sps = pytest.importorskip("scipy.special")
+    with pytest.raises(ta.NonDifferentiableError, match=r"scipy\.special\.iv"):
+        ta.grad(lambda x: sps.iv(1.0, x))(1.0)
+    with pytest.raises(ta.NonDifferentiableError, match=r"np\.frexp"):
+        ta.grad(lambda x: np.frexp(x)[0])(1.0)

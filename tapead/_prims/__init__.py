@@ -59,7 +59,21 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
     if ufunc in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal,
                  np.not_equal, np.isfinite, np.isnan, np.isinf, np.signbit):
         return ufunc(*[concrete(x) for x in inputs], **kwargs)
-    raise _no_rule(f"np.{ufunc.__name__} (method {method!r})")
+    raise _no_rule(f"{_ufunc_name(ufunc)} (method {method!r})")
+
+
+def _ufunc_name(ufunc):
+    """How users spell a ufunc: np.sin, or scipy.special.iv for scipy's."""
+    name = ufunc.__name__
+    if getattr(np, name, None) is ufunc:
+        return f"np.{name}"
+    try:
+        import scipy.special as sps
+    except ImportError:                   # pragma: no cover
+        return name
+    if getattr(sps, name, None) is ufunc:
+        return f"scipy.special.{name}"
+    return name
 
 
 def _array_function(func, types, args, kwargs):

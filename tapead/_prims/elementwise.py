@@ -60,7 +60,7 @@ _FRESH = _core.FRESH_UNARY       # from the opcode table (tools/opcodes.txt)
 def _is_ones_like(g, v) -> bool:
     """Whether g is a broadcast constant 1 (the cotangent of a sum) of v's
     shape and dtype, so that g * v is v."""
-    if type(g) is not np.ndarray or not g.ndim or any(g.strides):
+    if type(g) is not np.ndarray or not g.ndim or any(g.strides) or not g.size:
         return False                     # the common case, decided by type and strides
     if not (type(v) is np.ndarray or isinstance(v, Box)):
         return False

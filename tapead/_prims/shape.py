@@ -57,11 +57,13 @@ def transpose(x, axes=None):
     return np.transpose(x, axes)
 
 
-def swapaxes(x, a, b):
-    """``np.swapaxes`` with derivatives: axes ``a`` and ``b`` exchanged."""
-    axes = list(range(np.ndim(x)))
-    axes[a], axes[b] = axes[b], axes[a]
-    return transpose(x, tuple(axes))
+def swapaxes(a, axis1, axis2):
+    """``np.swapaxes`` with derivatives: axes ``axis1`` and ``axis2`` exchanged
+    (numpy's parameter names)."""
+    axes = list(range(np.ndim(a)))
+    axis1, axis2 = _axes(axis1, len(axes), "swapaxes")[0], _axes(axis2, len(axes), "swapaxes")[0]
+    axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+    return transpose(a, tuple(axes))
 
 
 # broadcast_to ------------------------------------------------------------------
