@@ -13,8 +13,8 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
-from tapead._prims import (contract, indexing, linalg, linalg_decomp, misc, reductions,
-                           shape, sorting, special, stats)
+from tapead._prims import (calculus, contract, indexing, linalg, linalg_decomp, misc,
+                           reductions, shape, sorting, special, stats)
 from tapead._prims.base import Primitive, ShapeOnly
 from tapead.errors import NonDifferentiableError
 
@@ -24,7 +24,7 @@ __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
 #: the primitive families; each module exports NUMPY_FUNCTIONS (numpy function ->
 #: tapead implementation, for NEP 18 dispatch) and optionally TRACER_METHODS
 FAMILIES = [ew, reductions, shape, indexing, linalg, linalg_decomp, sorting, special, contract,
-            misc, stats]
+            misc, stats, calculus]
 
 UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul

@@ -22,6 +22,7 @@ from tapead.numpy import linalg  # noqa: F401,E402
 from tapead._prims.sorting import *  # noqa: F401,F403
 from tapead._prims.misc import *  # noqa: F401,F403
 from tapead._prims.stats import *  # noqa: F401,F403
+from tapead._prims.calculus import *  # noqa: F401,F403
 
 abs = absolute  # noqa: A001
 true_divide = divide
