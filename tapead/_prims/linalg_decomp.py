@@ -431,7 +431,7 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     if len(s) < 2:
         raise ShapeError(f"svd: a must be a matrix or a stack of them, shape (..., m, n); "
                          f"got shape {s}")
-    if np.issubdtype(_dtype_of(a), np.complexfloating):
+    if np.iscomplexobj(concrete(a)):
         raise NonDifferentiableError("svd: tapead differentiates the SVD of real matrices "
                                      "only; split a complex matrix into real blocks")
     if not compute_uv:
