@@ -75,11 +75,7 @@ cdef class Tracer:
         return _box_methods["__array_function__"](func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise TypeError(
-            "a tapead tracer cannot be turned into a numpy array: that would "
-            "drop its derivative. Use tapead.numpy functions (or plain numpy "
-            "functions, which dispatch to tapead), or ta.stop_gradient(x) "
-            "if you really want the value")
+        raise TypeError(array_conversion_message())
 
     def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
@@ -180,11 +176,7 @@ cdef class Dual:
         return _box_methods["__array_function__"](func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        raise TypeError(
-            "a tapead tracer cannot be turned into a numpy array: that would "
-            "drop its derivative. Use tapead.numpy functions (or plain numpy "
-            "functions, which dispatch to tapead), or ta.stop_gradient(x) "
-            "if you really want the value")
+        raise TypeError(array_conversion_message())
 
     def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)

@@ -378,6 +378,26 @@ cdef object compare(object x, object y, int code):
     return result
 
 
+_ARRAY_MESSAGE = (
+    "a tapead tracer cannot be turned into a numpy array: that would "
+    "drop its derivative. Use tapead.numpy functions (or plain numpy "
+    "functions, which dispatch to tapead), or ta.stop_gradient(x) "
+    "if you really want the value")
+
+
+def array_conversion_message():
+    """The message of the TypeError of ``np.asarray(tracer)``: the Python layer's
+    (installed as ``"array_message"``; it names the tapead function to call when
+    a scipy function converted the tracer), else the generic one."""
+    hint = None if _box_methods is None else _box_methods.get("array_message")
+    if hint is not None:
+        try:
+            return hint(_ARRAY_MESSAGE)
+        except Exception:                  # a message must never fail
+            pass
+    return _ARRAY_MESSAGE
+
+
 cdef raise_conversion(object x, str kind):
     raise TypeError(
         f"{kind}() of a traced value would drop its derivative (the result would be a "

@@ -16,6 +16,7 @@ from tapead._prims import elementwise as ew
 from tapead._prims import (calculus, contract, indexing, linalg, linalg_decomp, misc,
                            reductions, shape, sorting, special, stats)
 from tapead._prims.base import Primitive, ShapeOnly
+from tapead._prims.conversion_hint import array_message
 from tapead.errors import NonDifferentiableError
 
 __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
@@ -105,4 +106,5 @@ _core.install_generic(ew.BINARY, ew.UNARY, {
     "getattr": _getattr,
     "__array_ufunc__": _array_ufunc,
     "__array_function__": _array_function,
+    "array_message": array_message,
 })

@@ -274,7 +274,7 @@ def _check_singular_values(s, gaps: bool):
             "the singular vectors no derivative. Differentiate at a full-rank matrix, or "
             "write the quantity without the SVD (e.g. the squared Frobenius norm "
             "sum(a * a) instead of sum(s ** 2)).")
-    gap = float(np.min(-np.diff(rel, axis=-1))) if s.shape[-1] > 1 else np.inf
+    gap = float(np.min(rel[..., :-1] - rel[..., 1:])) + 0.0 if s.shape[-1] > 1 else np.inf
     if gaps and gap <= 100 * eps:
         raise NonDifferentiableError(
             f"svd: the singular values are repeated (relative gap {gap:.1e}), where the "

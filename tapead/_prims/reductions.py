@@ -356,12 +356,39 @@ def cumprod(x, axis=None, dtype=None, out=None):
 
 # logsumexp: stable, a composite whose shift is a constant ---------------------------
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-    """``scipy.special.logsumexp`` with derivatives in ``a`` and in the weights ``b``.
+    """``log(sum(b * exp(a)))`` (``scipy.special.logsumexp``), with derivatives in ``a``
+    and in the weights ``b``; public as ``tapead.scipy.special.logsumexp``.
 
+    Parameters
+    ----------
+    a : (...) array
+    axis : None, int or tuple of int
+        The axes summed over (None: all).
+    b : None or an array broadcastable with ``a``
+        Weights (may be traced, may be negative with ``return_sign=True``).
+    keepdims : bool
+    return_sign : bool
+        Return ``(log|sum|, sign)``; the sign is a plain array.
+
+    Returns
+    -------
+    ``a``'s shape without ``axis`` (length 1 there with ``keepdims``).  Its
+    gradient in ``a`` is the softmax ``b * exp(a - logsumexp)``.
+
+    Notes
+    -----
     Computed as ``m + log(sum(b * exp(a - m)))`` with ``m`` the (constant)
     maximum, so it neither overflows nor loses the derivative: the result
-    does not depend on ``m``.  With ``return_sign=True`` returns
-    ``(log|sum|, sign)``, the sign a plain array.
+    does not depend on ``m``.  scipy's own ``scipy.special.logsumexp`` cannot
+    see traced values (it converts them to numpy arrays): call this one.
+
+    >>> import numpy as np, tapead as ta
+    >>> from tapead.scipy.special import logsumexp
+    >>> x = np.array([[0.0, np.log(3.0)], [1000.0, 1000.0]])
+    >>> np.round(logsumexp(x, axis=1), 12).tolist()
+    [1.38629436112, 1000.69314718056]
+    >>> np.round(ta.grad(lambda x: logsumexp(x, axis=1).sum())(x), 12).tolist()
+    [[0.25, 0.75], [0.5, 0.5]]
     """
     if not isinstance(a, Box) and not isinstance(b, Box):
         return sps.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
