@@ -24,6 +24,21 @@ from tapead.errors import NonDifferentiableError, ShapeError
 _NOT_PD = ("cholesky needs a symmetric positive definite matrix: check that it is "
            "symmetric and that its eigenvalues (tapead.numpy.linalg.eigvalsh) are "
            "positive, or add a small multiple of the identity.")
+def _leading_axis_jvps(prim):
+    """``prim.jvp_batched`` for rules that broadcast over a leading axis of K
+    directions (matmul, broadcasting arithmetic): the K tangents in one call
+    per argument instead of one call per direction."""
+    def batched(tans, ans, vals, params, K):
+        total = None
+        for k, t in enumerate(tans):
+            if t is not None:
+                c = prim.jvps[k](t, ans, *vals, **params)
+                total = c if total is None else total + c
+        return total
+    prim.jvp_batched = batched
+    return prim
+
+
 _EighResult = _result_type("eigh", np.eye(1))
 _QRResult = _result_type("qr", np.eye(1))
 _SVDResult = _result_type("svd", np.eye(1))
@@ -352,6 +367,7 @@ def _svd_vjp(g, ans, a):
 svd_p = Primitive("svd", _svd_impl, saves=(0,))
 svd_p.defjvp(_svd_jvp)
 svd_p.defvjp(_svd_vjp)
+_leading_axis_jvps(svd_p)
 
 
 def _svd_values_jvp(t, s, a):
@@ -375,6 +391,7 @@ svd_values_p = Primitive("svd_values", lambda a: np.linalg.svd(a, compute_uv=Fal
                          saves=(0,))
 svd_values_p.defjvp(_svd_values_jvp)
 svd_values_p.defvjp(_svd_values_vjp)
+_leading_axis_jvps(svd_values_p)           # one SVD for all K directions
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):

@@ -16,7 +16,7 @@ from tapead._core import bind, concrete
 from tapead._prims.base import Primitive
 from tapead._prims.contract import _dtype_of
 from tapead._prims.linalg import _any_box, _mT, _square, _unbroadcast, matmul
-from tapead._prims.linalg_decomp import cholesky
+from tapead._prims.linalg_decomp import _leading_axis_jvps, cholesky
 from tapead.errors import ShapeError
 
 
@@ -76,6 +76,7 @@ solve_triangular_p.defvjp(
     _st_vjp_a,
     lambda g, x, a, b, trans=0, lower=False, unit_diagonal=False: _unbroadcast(
         b, _st(a, g, 0 if _transposed(trans) else 1, lower, unit_diagonal)))
+_leading_axis_jvps(solve_triangular_p)      # scipy broadcasts a over the K directions
 
 
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
@@ -194,6 +195,7 @@ def _frechet(a, e):
 expm_p = Primitive("expm", scipy.linalg.expm, saves=(0,))
 expm_p.defjvp(lambda t, ans, a: _frechet(a, t))
 expm_p.defvjp(lambda g, ans, a: _frechet(_mT(a), g))   # L(A, .)^T = L(A^T, .)
+_leading_axis_jvps(expm_p)                  # one stacked expm for the K directions
 
 
 def expm(A):
