@@ -62,6 +62,8 @@ def test_gradient_errors():
         ta.grad(lambda f: tnp.sum(np.gradient(f, np.arange(4.0))))(f)
     with pytest.raises(np.exceptions.AxisError):
         ta.grad(lambda f: tnp.sum(np.gradient(f, axis=1)))(f)
+    with pytest.raises(ValueError, match="repeated axis"):
+        ta.grad(lambda f: tnp.sum(np.stack(np.gradient(f, axis=(0, -2)))))(np.ones((3, 3)))
 
 
 def test_gradient_is_exact_on_quadratics_with_edge_order_2():

@@ -9,6 +9,7 @@ derivatives are those of the compositions.
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_tuple
 
 from tapead._core import Box, concrete, shape_of
 from tapead._prims.elementwise import astype
@@ -119,11 +120,7 @@ def gradient(f, *varargs, axis=None, edge_order=1):
         return np.gradient(f, *varargs, axis=axis, edge_order=edge_order)
     shape = shape_of(f)
     nd = len(shape)
-    if axis is None:
-        axes = tuple(range(nd))
-    else:
-        axes = tuple(int(ax) % nd if -nd <= int(ax) < nd else _bad_axis(ax, nd)
-                     for ax in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    axes = tuple(range(nd)) if axis is None else normalize_axis_tuple(axis, nd)
     dx = _spacings(varargs, shape, axes)
     if edge_order > 2:
         raise ValueError("'edge_order' greater than 2 not supported")
@@ -136,10 +133,6 @@ def gradient(f, *varargs, axis=None, edge_order=1):
         g = _gradient_along(f, ax, nd, h, edge_order)
         out.append(g if np.result_type(concrete(g)) == otype else astype(g, otype))
     return out[0] if len(axes) == 1 else tuple(out)
-
-
-def _bad_axis(ax, nd):
-    raise np.exceptions.AxisError(ax, nd)
 
 
 def trapezoid(y, x=None, dx=1.0, axis=-1):
