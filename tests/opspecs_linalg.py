@@ -9,6 +9,9 @@ positive definite ``x x^T + 3 I`` for cholesky, symmetric ``x + x^T`` plus a
 fixed diagonal spread (distinct eigenvalues) for eigh.  Eigenvectors and the
 factors of QR are defined up to sign, so the eigh/qr rows return
 sign-invariant functions of them (``V * V``, ``V sin(w) V^T``, ``Q * Q``).
+The SVD rows build ``x / 4 + D`` (``_spread_rect``: well-separated nonzero
+singular values) and return ``s``, ``U sin(S) Vh`` or ``U * U`` / ``Vh * Vh``
+(invariant to the joint sign flips of singular vector pairs).
 """
 from __future__ import annotations
 
@@ -145,6 +148,7 @@ ARRAY_OPS = [
     A("eigvalsh", lambda m, x: m.linalg.eigvalsh(_sym_spread(m, x)), SQ),
     A("svd_values", lambda m, x: m.linalg.svd(_spread_rect(m, x), compute_uv=False),
       *RECT, BATCH),
+    A("svdvals", lambda m, x: m.linalg.svdvals(_spread_rect(m, x)), ("tall", ((4, 3),))),
     A("svd_s", lambda m, x: m.linalg.svd(_spread_rect(m, x), full_matrices=False)[1],
       *RECT, ("batched", ((2, 4, 3),))),
     A("svd_function", _svd_fn, *RECT, ("batched", ((2, 3, 4),))),
