@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opspecs import REAL
+from opspecs import REAL, Interval
 from opspecs import _array_op as A
 from opspecs_misc import Distinct
 
@@ -56,6 +56,11 @@ ARRAY_OPS = [
     A("quantile", lambda m, x: m.quantile(x, 0.37), V7, M34, domain=(Distinct(),)),
     A("quantile_q_array_axis", lambda m, x: m.quantile(x, _q(x, Q / 100.0), axis=-1, keepdims=True),
       M34, domain=(Distinct(),)),
+    A("percentile_traced_q", lambda m, x, q: m.percentile(x, q, axis=-1),
+      ("scalar_q", ((7,), ())), ("array_q", ((3, 4), (3,))),
+      domain=(Distinct(), Interval(5.0, 95.0))),
+    A("quantile_traced_q", lambda m, x, q: m.quantile(x, q), ("scalar_q", ((3, 4), ())),
+      domain=(Distinct(), Interval(0.05, 0.95))),
     # np.gradient: uniform spacing, coordinates, axes, both edge orders
     A("gradient", lambda m, f: m.gradient(f), V7),
     A("gradient_spacing_axis", lambda m, f: m.gradient(f, 0.5, axis=1), M34),

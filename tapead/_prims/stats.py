@@ -139,14 +139,28 @@ nanmin = _nan_extremum("nanmin", np.nanmin, _min, np.inf)
 # quantile and percentile (method="linear"): numpy's interpolation, by a sort
 # ---------------------------------------------------------------------------
 
+def _neighbours(virtual, n, traced_q):
+    """numpy's ``_get_indexes`` and ``_get_gamma``: the sorted positions below and
+    above each virtual index and the weight of the upper one.  At the top
+    (q = 1) numpy takes the last value twice; with a traced q the pair is the
+    last two values with weight 1 instead (same value, and the derivative in q
+    is the one-sided one that exists there)."""
+    prev = np.floor(virtual)
+    nxt = prev + 1
+    top = virtual >= n - 1
+    if traced_q and n >= 2:
+        prev, nxt = np.where(top, n - 2, prev), np.where(top, n - 1, nxt)
+    else:
+        prev, nxt = np.where(top, -1, prev), np.where(top, -1, nxt)
+    return prev, nxt
+
+
 def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, weights, scale):
     """numpy's ``_quantile`` for method="linear": the sorted values at the floor
     and ceiling of ``(n - 1) q``, blended by its fractional part ``gamma``
-    (numpy's ``_lerp``, so the values agree to the last bit)."""
-    if isinstance(q, Box):
-        raise NonDifferentiableError(
-            f"np.{name}: q is traced; tapead differentiates {name} in a only. Pass q "
-            "as a constant (ta.stop_gradient(q) if it comes from traced values).")
+    (numpy's ``_lerp``, so the values agree to the last bit).  A traced ``q``
+    gets its derivative through ``gamma``; the positions it selects are
+    guarded on tape replay."""
     if out is not None:
         raise TypeError(f"np.{name}(..., out=...) cannot write a traced value into an "
                         "array; assign the result instead")
@@ -156,8 +170,12 @@ def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, weights,
             f"np.{name}(..., {what}) on traced values: tapead differentiates "
             "method='linear' (numpy's default, without weights) only. Use it, or "
             "np.sort plus indexing for another rule (method='lower': sort(a)[k]).")
+    a = a if isinstance(a, Box) else np.asanyarray(a)
     if np.issubdtype(np.result_type(concrete(a)), np.complexfloating):
         raise TypeError("a must be an array of real numbers")
+    traced_q = isinstance(q, Box)
+    q_traced = q
+    q = concrete(q) if traced_q else q
     weak_q = type(q) in (int, float)
     q = np.true_divide(q, scale)
     if not (np.all(0 <= q) and np.all(q <= 1)):
@@ -172,20 +190,25 @@ def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, weights,
         raise ValueError(f"{name} of an empty array")
     s = sort(moveaxis(s, ax, 0), axis=0)
     virtual = np.asanyarray((n - 1) * q)
-    prev = np.floor(virtual)
-    nxt = prev + 1
-    top = virtual >= n - 1                      # q = 1: the last value (numpy's -1)
-    prev, nxt = np.where(top, -1, prev), np.where(top, -1, nxt)
+    prev, nxt = _neighbours(virtual, n, traced_q)
     gamma = np.asanyarray(virtual - prev, dtype=virtual.dtype)
+    if traced_q:                      # the same operations on the traced q
+        guard_value(q_traced, lambda v: _neighbours(
+            np.asanyarray((n - 1) * np.true_divide(concrete(v), scale)), n, True)[0], prev,
+            f"the sorted positions np.{name} interpolates between")
+        t = (n - 1) * (q_traced / scale) - (float(prev) if weak_q else
+                                           prev.astype(virtual.dtype))
+    else:
+        t = float(gamma) if weak_q else gamma
     prev, nxt = prev.astype(np.intp), nxt.astype(np.intp)
     lo, hi = s[prev], s[nxt]
     diff = hi - lo
     if weak_q:
-        t = float(gamma)
-        y = hi - diff * (1 - t) if t >= 0.5 else lo + diff * t
+        y = hi - diff * (1 - t) if float(gamma) >= 0.5 else lo + diff * t
     else:
-        t = gamma.reshape(gamma.shape + (1,) * (len(shape_of(s)) - 1))
-        y = where(t >= 0.5, hi - diff * (1 - t), lo + diff * t)
+        lead = gamma.shape + (1,) * (len(shape_of(s)) - 1)
+        t = reshape(t, lead) if traced_q else t.reshape(lead)
+        y = where(gamma.reshape(lead) >= 0.5, hi - diff * (1 - t), lo + diff * t)
     nans = _nan_mask(s, name)[-1]
     if np.any(nans):
         y = where(nans, np.nan, y)
@@ -196,12 +219,12 @@ def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, weights,
 
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
              keepdims=False, *, weights=None):
-    """``np.quantile`` (method="linear"), differentiable in ``a``.
+    """``np.quantile`` (method="linear"), differentiable in ``a`` and ``q``.
 
     Parameters
     ----------
     a : (...) array
-    q : float or (k,) array in [0, 1], a constant
+    q : float or (k,) array in [0, 1]
     axis : None, int or tuple of int
     keepdims : bool
 
@@ -210,7 +233,10 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
     (...) or (k, ...) array: the sorted values at ``(n - 1) q`` along ``axis``,
     linearly interpolated.  The derivative goes to the two neighbouring order
     statistics with weights ``1 - gamma`` and ``gamma`` (ties: as ``np.sort``).
-    Other methods and ``weights=`` raise ``NonDifferentiableError``.
+    ``q`` may be traced too: its derivative is ``(n - 1)`` times the gap between
+    the two neighbours (one-sided where ``(n - 1) q`` is an integer: from above,
+    from below at q = 1).  Other methods and ``weights=`` raise
+    ``NonDifferentiableError``.
 
     >>> import numpy as np, tapead as ta
     >>> ta.grad(lambda x: np.quantile(x, 0.25))(np.array([4.0, 1.0, 3.0, 2.0]))
@@ -226,7 +252,7 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, *, weights=None):
     """``np.percentile`` (method="linear"): ``quantile(a, q / 100)``, differentiable in
-    ``a``; ``q`` is a constant float or (k,) array in [0, 100] (see ``quantile``)."""
+    ``a`` and ``q``; ``q`` is a float or (k,) array in [0, 100] (see ``quantile``)."""
     if not (isinstance(a, Box) or isinstance(q, Box)):
         return np.percentile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
                              method=method, keepdims=keepdims, weights=weights)
