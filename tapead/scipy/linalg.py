@@ -15,7 +15,6 @@ reachable as ``np.linalg.*`` on traced values.
 """
 from tapead._prims.linalg_scipy import (  # noqa: F401
     cho_factor, cho_solve, expm, solve_triangular)
-from tapead._prims.linalg_decomp import cholesky as _np_cholesky
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
