@@ -55,6 +55,10 @@ def test_quantile_in_q():
     assert ta.grad(lambda q: np.quantile(x, q))(0.5) == pytest.approx(4.0)      # 3 -> 4
     assert ta.grad(lambda q: np.quantile(x, q))(1.0) == pytest.approx(12.0)     # 4 -> 7
     assert ta.grad(lambda q: np.quantile(x, q))(0.0) == pytest.approx(4.0)      # 1 -> 2
+    for mode in (lambda f, q: ta.grad(f)(q), lambda f, q: ta.jvp(f, (q,), (1.0,))[1]):
+        assert mode(lambda q: np.quantile(x, q), 0.75) == 12.0                  # 4 -> 7
+        assert mode(lambda q: np.quantile(x.astype(np.float32), q),
+                    np.float32(0.75)) == np.float32(12.0)
     v = ta.jvp(lambda q: np.quantile(x, q), (np.array([0.0, 0.3, 1.0]),), (np.ones(3),))
     np.testing.assert_array_equal(v[0], np.quantile(x, [0.0, 0.3, 1.0]))
     np.testing.assert_allclose(v[1], [4.0, 4.0, 12.0], rtol=1e-14)
