@@ -375,12 +375,15 @@ cdef raise_conversion(object x, str kind):
 cdef object _OBJECT_DTYPE = np.dtype(object)
 
 
-cdef str array_conversion_message(object x, object dtype):
+def array_conversion_message(object x=None, object dtype=None):
+    """The message of the TypeError of ``np.asarray(tracer)``: the Python layer's
+    (installed as ``"array_message"``; it names the tapead function to call when
+    a scipy function converted the tracer), else the generic one."""
     if dtype is not None and dtype != _OBJECT_DTYPE:
         what = f"a numpy array of dtype {np.dtype(dtype)}"
     else:
         what = "a numpy array"
-    return (
+    generic = (
         f"a traced value cannot be turned into {what}: that would drop its "
         "derivative. Use numpy functions (they dispatch to tapead) or tapead.numpy "
         "ones; build arrays from traced values with np.stack([...]) or "
@@ -388,6 +391,13 @@ cdef str array_conversion_message(object x, object dtype):
         "counterparts (tapead.scipy.special, tapead.scipy.linalg): scipy's own "
         "compiled code cannot see through tracers. If you really want the value as a "
         "constant, with no derivative through it, use x.primal.")
+    hint = None if _box_methods is None else _box_methods.get("array_message")
+    if hint is not None:
+        try:
+            return hint(generic)
+        except Exception:                  # a message must never fail
+            pass
+    return generic
 
 
 include "_prim.pxi"

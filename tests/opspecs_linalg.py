@@ -9,6 +9,9 @@ positive definite ``x x^T + 3 I`` for cholesky, symmetric ``x + x^T`` plus a
 fixed diagonal spread (distinct eigenvalues) for eigh.  Eigenvectors and the
 factors of QR are defined up to sign, so the eigh/qr rows return
 sign-invariant functions of them (``V * V``, ``V sin(w) V^T``, ``Q * Q``).
+The SVD rows build ``x / 4 + D`` (``_spread_rect``: well-separated nonzero
+singular values) and return ``s``, ``U sin(S) Vh`` or ``U * U`` / ``Vh * Vh``
+(invariant to the joint sign flips of singular vector pairs).
 """
 from __future__ import annotations
 
@@ -60,11 +63,39 @@ def _slogdet_neg(m, x):
     return sign * logdet
 
 
+def _spread_rect(m, x):
+    """(Stacks of) m x n matrices with well-separated, nonzero singular values:
+    x / 4 + D, D with 1.5 * (k, k - 1, ..., 1) on its diagonal (k = min(m, n))."""
+    r, c = x.shape[-2:]
+    k = min(r, c)
+    d = np.zeros((r, c))
+    d[range(k), range(k)] = 1.5 * np.arange(k, 0, -1)
+    return 0.25 * x + _const(x, d)
+
+
+def _svd_fn(m, x):
+    """U sin(S) Vh: invariant to the joint sign flips of U's columns and Vh's rows."""
+    u, s, vh = m.linalg.svd(_spread_rect(m, x), full_matrices=False)
+    return m.matmul(u * m.sin(s)[..., None, :], vh)
+
+
+def _svd_vectors(m, x):
+    """U ** 2 and Vh ** 2 (sign-invariant), weighted and side by side."""
+    u, s, vh = m.linalg.svd(_spread_rect(m, x), full_matrices=False)
+    k = s.shape[-1]
+    return m.concatenate([m.reshape(u ** 2 * _const(x, WEIGHTS[:u.shape[-2], :k]),
+                                    u.shape[:-2] + (-1,)),
+                          m.reshape(vh ** 2 * _const(x, WEIGHTS.T[:k, :vh.shape[-1]] + 0.5),
+                                    vh.shape[:-2] + (-1,))], axis=-1)
+
+
 # generic weights: the columns of V are unit vectors, so sum(V ** 2) is constant
-WEIGHTS = np.array([[1.0, 2.0, -1.5], [0.5, -1.0, 2.0], [3.0, 1.0, -2.0]])
+WEIGHTS = np.array([[1.0, 2.0, -1.5, 0.7], [0.5, -1.0, 2.0, -0.3], [3.0, 1.0, -2.0, 1.2],
+                    [-0.8, 0.4, 1.1, 2.5]])
 
 SQ = ("square", ((3, 3),))
 BATCH = ("batched", ((2, 3, 3),))
+RECT = (SQ, ("tall", ((4, 3),)), ("wide", ((3, 4),)))
 
 ARRAY_OPS = [
     # contractions ---------------------------------------------------------------
@@ -112,9 +143,16 @@ ARRAY_OPS = [
       ("square", ((3, 3),)), ("wide", ((3, 4),)), ("batched", ((2, 3, 3),))),
     A("eigh_values", lambda m, x: m.linalg.eigh(_sym_spread(m, x))[0], SQ, BATCH),
     A("eigh_vectors_squared", lambda m, x: m.linalg.eigh(_sym_spread(m, x))[1] ** 2
-      * _const(x, WEIGHTS), SQ),
+      * _const(x, WEIGHTS[:3, :3]), SQ),
     A("eigh_function", _eigh_fn, SQ, BATCH),
     A("eigvalsh", lambda m, x: m.linalg.eigvalsh(_sym_spread(m, x)), SQ),
+    A("svd_values", lambda m, x: m.linalg.svd(_spread_rect(m, x), compute_uv=False),
+      *RECT, BATCH),
+    A("svdvals", lambda m, x: m.linalg.svdvals(_spread_rect(m, x)), ("tall", ((4, 3),))),
+    A("svd_s", lambda m, x: m.linalg.svd(_spread_rect(m, x), full_matrices=False)[1],
+      *RECT, ("batched", ((2, 4, 3),))),
+    A("svd_function", _svd_fn, *RECT, ("batched", ((2, 3, 4),))),
+    A("svd_vectors_squared", _svd_vectors, *RECT),
     A("qr_q", lambda m, x: m.linalg.qr(x)[0] ** 2,
       ("tall", ((4, 3),)), ("square", ((3, 3),)), ("batched", ((2, 4, 3),))),
     A("qr_r", lambda m, x: m.linalg.qr(x)[1] ** 2,

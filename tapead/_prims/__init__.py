@@ -13,9 +13,10 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
-from tapead._prims import (construct, contract, indexing, linalg, misc, reductions, shape,
-                           sorting, special, stats)
+from tapead._prims import (calculus, construct, contract, indexing, linalg, linalg_decomp,
+                           misc, reductions, shape, sorting, special, stats)
 from tapead._prims.base import Primitive, ShapeOnly
+from tapead._prims.conversion_hint import array_message
 from tapead.errors import NonDifferentiableError
 
 __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
@@ -23,7 +24,8 @@ __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
 
 #: the primitive families; each module exports NUMPY_FUNCTIONS (numpy function ->
 #: tapead implementation, for NEP 18 dispatch) and optionally TRACER_METHODS
-FAMILIES = [ew, reductions, shape, indexing, linalg, sorting, special, contract, misc, stats]
+FAMILIES = [ew, reductions, shape, indexing, linalg, linalg_decomp, sorting, special, contract,
+            misc, stats, calculus]
 
 UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul
@@ -123,4 +125,5 @@ _core.install_generic(ew.BINARY, ew.UNARY, {
     "pack_objects": construct.pack_objects,
     "__array_ufunc__": _array_ufunc,
     "__array_function__": _array_function,
+    "array_message": array_message,
 })

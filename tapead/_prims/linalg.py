@@ -1,5 +1,5 @@
-"""Linear algebra: matmul/dot/outer, solve, inv, det, slogdet, cholesky, eigh,
-qr, pinv and lstsq.
+"""Linear algebra: matmul/dot/outer, solve, inv, det, slogdet, pinv and lstsq
+(the decompositions -- cholesky, eigh, qr, svd -- are in ``linalg_decomp``).
 
 Every rule is written with tapead operations (``matmul``, ``solve``, ``inv``,
 ``einsum``...), so it can be differentiated again.  Matrix functions act on
@@ -10,8 +10,6 @@ slices it, so the decomposition runs once.  The other einsum-like
 contractions live in ``contract``.
 """
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 
@@ -165,9 +163,6 @@ def _square(name: str, a, what: str = "a") -> int:
 _SINGULAR = ("The matrix is singular (or numerically so). Check it for dependent rows "
              "or columns, regularise it (a + eps * I), or use "
              "tapead.numpy.linalg.lstsq / pinv for a least-squares answer.")
-_NOT_PD = ("cholesky needs a symmetric positive definite matrix: check that it is "
-           "symmetric and that its eigenvalues (tapead.numpy.linalg.eigvalsh) are "
-           "positive, or add a small multiple of the identity.")
 
 
 def _lapack(name: str, fn, *args, hint: str, **kw):
@@ -183,8 +178,6 @@ def _result_type(name, *args):
     return type(getattr(np.linalg, name)(*args))
 
 
-_EighResult = _result_type("eigh", np.eye(1))
-_QRResult = _result_type("qr", np.eye(1))
 _SlogdetResult = _result_type("slogdet", np.eye(1))
 
 
@@ -356,292 +349,6 @@ def slogdet(a):
 
 
 # ---------------------------------------------------------------------------
-# cholesky: dL = L Phi(L^-1 sym(dA) L^-T), Phi = lower triangle, half diagonal
-# ---------------------------------------------------------------------------
-
-def _phi(x):
-    n = np.shape(x)[-1]
-    dt = _dtype_of(x)
-    return x * (np.tri(n, dtype=dt) - 0.5 * np.eye(n, dtype=dt))
-
-
-def _cholesky_jvp(t, L, a, UPLO="L"):
-    return matmul(L, _phi(_solve_right(solve(L, _read_symmetric(t, UPLO)), _mT(L))))
-
-
-def _cholesky_vjp(g, L, a, UPLO="L"):
-    # <g, L Phi(X)> = <L^-T Phi(L^T g) L^-1, sym(dA)>
-    return _read_symmetric_adjoint(
-        _sym(_solve_right(solve(_mT(L), _phi(matmul(_mT(L), g))), L)), UPLO)
-
-
-def _cholesky_impl(a, UPLO="L"):
-    """The lower factor L of the symmetric matrix read from the UPLO triangle."""
-    if UPLO == "L":
-        return _lapack("cholesky", np.linalg.cholesky, a, hint=_NOT_PD)
-    return np.swapaxes(_lapack("cholesky", np.linalg.cholesky, a, hint=_NOT_PD, upper=True),
-                       -1, -2)
-
-
-cholesky_p = Primitive("cholesky", _cholesky_impl, saves=())
-cholesky_p.defjvp(_cholesky_jvp)
-cholesky_p.defvjp(_cholesky_vjp)
-
-
-def cholesky(a, /, *, upper=False):
-    """The Cholesky factor of a symmetric positive definite matrix, with derivatives.
-
-    Parameters
-    ----------
-    a : (..., n, n) array
-        Symmetric positive definite.  Like numpy, only one triangle is read
-        (the lower one, or the upper one with ``upper=True``): the value is
-        that of the symmetric matrix with that triangle, and so is the
-        derivative, which is zero for the entries of the other triangle
-        (JAX and PyTorch symmetrize instead, which agrees on the sum of a
-        mirrored pair of entries).
-    upper : bool
-        Return ``U = L^T`` (``a = U^T U``) instead of ``L`` (``a = L L^T``).
-
-    Raises ``LinAlgError`` (with what to do) when ``a`` is not positive
-    definite.  The rules use ``solve`` for the triangular solves.
-
-    Examples
-    --------
-    >>> import numpy as np, tapead as ta
-    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
-    >>> L = np.linalg.cholesky(A)
-    >>> Ld = ta.jvp(np.linalg.cholesky, (A,), (np.eye(2),))[1]   # along dA = I
-    >>> bool(np.allclose(Ld @ L.T + L @ Ld.T, np.eye(2), rtol=0, atol=1e-14))
-    True
-    """
-    _square("cholesky", a)
-    if not _any_box(a):
-        return _lapack("cholesky", np.linalg.cholesky, a, hint=_NOT_PD, upper=upper)
-    L = bind(cholesky_p, a, UPLO="U" if upper else "L")
-    return _mT(L) if upper else L
-
-
-# ---------------------------------------------------------------------------
-# eigh: w, V packed as one (..., n + 1, n) array [w; V]
-# ---------------------------------------------------------------------------
-
-def _eigh_impl(a, UPLO="L"):
-    w, v = np.linalg.eigh(a, UPLO)
-    return np.concatenate([w[..., None, :], v], axis=-2)
-
-
-def _check_spectrum(w):
-    """Raise at a repeated eigenvalue, warn at a nearly repeated one."""
-    w = np.asarray(concrete(w))
-    if w.shape[-1] < 2:
-        return
-    eps = np.finfo(w.dtype if np.issubdtype(w.dtype, np.floating) else np.float64).eps
-    scale = np.maximum(np.max(np.abs(w), axis=-1, keepdims=True), np.finfo(np.float64).tiny)
-    gap = float(np.min(np.diff(w, axis=-1) / scale))
-    if gap <= 100 * eps:
-        raise np.linalg.LinAlgError(
-            f"eigh: the spectrum has a repeated eigenvalue (relative gap {gap:.1e}), where "
-            "the eigenvectors have no derivative. eigh's derivative needs distinct "
-            "eigenvalues: perturb the matrix, or, for a function of the eigenvalues only, "
-            "use reverse mode (ta.grad) once, which does not need the gaps.")
-    if gap < np.sqrt(eps):
-        warnings.warn(f"eigh: nearly repeated eigenvalues (relative gap {gap:.1e}); the "
-                      "derivatives of the eigenvectors scale like 1/gap and may be "
-                      "inaccurate", RuntimeWarning, stacklevel=2)
-
-
-def _gap_inverse(w):
-    """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
-    _check_spectrum(w)
-    n = np.shape(w)[-1]
-    eye = np.eye(n, dtype=_dtype_of(w))
-    from tapead._prims.shape import reshape
-    d = _row(w) - reshape(w, np.shape(w) + (1,))
-    return (1.0 - eye) / (d + eye)
-
-
-def _triangle_masks(n, UPLO, dtype):
-    """(the read triangle with its diagonal, the read triangle without it)."""
-    lower = UPLO.upper() == "L"
-    full = np.tril(np.ones((n, n), dtype)) if lower else np.triu(np.ones((n, n), dtype))
-    return full, full - np.eye(n, dtype=dtype)
-
-
-def _read_symmetric(t, UPLO):
-    """The symmetric matrix numpy's eigh sees in ``t``: the ``UPLO`` triangle
-    mirrored (the other triangle is never read)."""
-    full, strict = _triangle_masks(np.shape(t)[-1], UPLO, _dtype_of(t))
-    return t * full + _mT(t * strict)
-
-
-def _read_symmetric_adjoint(G, UPLO):
-    """Adjoint of ``_read_symmetric`` for a symmetric ``G``: twice ``G`` on the
-    read triangle's off-diagonal entries, ``G`` on the diagonal, 0 elsewhere."""
-    full, strict = _triangle_masks(np.shape(G)[-1], UPLO, _dtype_of(G))
-    return G * (full + strict)
-
-
-def _eigh_jvp(t, ans, a, UPLO="L"):
-    from tapead._prims.shape import concatenate
-    w, V = ans[..., 0, :], ans[..., 1:, :]
-    M = matmul(_mT(V), matmul(_read_symmetric(t, UPLO), V))
-    dw = einsum("...ii->...i", M)
-    dV = matmul(V, _gap_inverse(w) * M)
-    return concatenate([_row(dw), dV], axis=-2)
-
-
-def _eigh_vjp(g, ans, a, UPLO="L"):
-    w, V = ans[..., 0, :], ans[..., 1:, :]
-    gw, gV = g[..., 0, :], g[..., 1:, :]
-    K = _row(gw) * np.eye(np.shape(w)[-1], dtype=_dtype_of(gw))
-    if isinstance(gV, Box) or np.any(gV):            # skipped for eigenvalues only
-        K = K + _gap_inverse(w) * matmul(_mT(V), gV)
-    return _read_symmetric_adjoint(_sym(matmul(V, matmul(K, _mT(V)))), UPLO)
-
-
-eigh_p = Primitive("eigh", _eigh_impl, saves=())
-eigh_p.defjvp(_eigh_jvp)
-eigh_p.defvjp(_eigh_vjp)
-
-
-def eigh(a, UPLO="L"):
-    """Eigenvalues (ascending) and eigenvectors of a symmetric matrix, with derivatives.
-
-    Parameters
-    ----------
-    a : (..., n, n) array
-        Like numpy, only one triangle (``UPLO``) is read: the value is that
-        of the symmetric matrix with that triangle, and so is the
-        derivative, which is therefore zero for the entries of the other
-        triangle (``docs/linalg.md``; JAX symmetrizes instead, which agrees
-        on the sum of a mirrored pair of entries).
-    UPLO : {"L", "U"}
-
-    Returns
-    -------
-    EighResult(eigenvalues (..., n), eigenvectors (..., n, n))
-
-    Notes
-    -----
-    The derivative of the eigenvectors needs **distinct eigenvalues**: it
-    divides by the gaps ``w_j - w_i``.  At a repeated eigenvalue the rules
-    raise ``LinAlgError``; at a nearly repeated one (relative gap below
-    ``sqrt(eps)``) they warn.  The one exception: the gradient (reverse
-    mode, first order) of a function of the eigenvalues only never divides
-    by a gap.  Eigenvectors are defined up to sign; the derivative is that
-    of numpy's choice, which is locally constant: compare sign-invariant
-    quantities (``V * V``, ``V @ f(w) @ V.T``) across libraries.
-
-    Examples
-    --------
-    The derivative of an eigenvalue ``w_i`` along a symmetric perturbation is
-    ``v_i v_i^T``; numpy reads the lower triangle, so the gradient lives
-    there (an off-diagonal entry stands for itself and its mirror):
-
-    >>> import numpy as np, tapead as ta
-    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
-    >>> g = ta.grad(lambda A: np.linalg.eigh(A).eigenvalues[1])(A)
-    >>> P = np.outer(*[np.linalg.eigh(A).eigenvectors[:, 1]] * 2)
-    >>> bool(np.allclose(g, np.tril(2 * P) - np.diag(np.diag(P)), rtol=0, atol=1e-14))
-    True
-    """
-    _square("eigh", a)
-    if not _any_box(a):
-        return np.linalg.eigh(a, UPLO)
-    p = bind(eigh_p, a, UPLO=UPLO)
-    return _EighResult(p[..., 0, :], p[..., 1:, :])
-
-
-def eigvalsh(a, UPLO="L"):
-    """The eigenvalues of a symmetric matrix (see ``eigh`` for the requirements).
-
-    On traced values they come from ``eigh`` (one decomposition; the
-    eigenvectors are needed for the derivative).
-
-    Examples
-    --------
-    >>> import numpy as np, tapead as ta
-    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
-    >>> g = ta.grad(lambda A: np.linalg.eigvalsh(A).sum())(A)       # d trace = I
-    >>> bool(np.allclose(g, np.eye(2), rtol=0, atol=1e-14))
-    True
-    """
-    if not _any_box(a):
-        return np.linalg.eigvalsh(a, UPLO)
-    return eigh(a, UPLO)[0]
-
-
-# ---------------------------------------------------------------------------
-# qr (reduced, m >= n, full column rank): Q and R packed as [Q; R]
-# ---------------------------------------------------------------------------
-
-def _qr_impl(a):
-    q, r = np.linalg.qr(a)
-    return np.concatenate([q, r], axis=-2)
-
-
-def _qr_jvp(t, ans, a):
-    from tapead._prims.shape import concatenate
-    m = np.shape(a)[-2]
-    Q, R = ans[..., :m, :], ans[..., m:, :]
-    B = _solve_right(t, R)                           # dA R^-1
-    X = matmul(_mT(Q), B)
-    low = _tri(X, -1)
-    omega = low - _mT(low)                           # Q^T dQ, skew-symmetric
-    return concatenate([matmul(Q, omega - X) + B, matmul(X - omega, R)], axis=-2)
-
-
-def _qr_vjp(g, ans, a):
-    m = np.shape(a)[-2]
-    Q, R = ans[..., :m, :], ans[..., m:, :]
-    gQ, gR = g[..., :m, :], g[..., m:, :]
-    N = matmul(gR, _mT(R)) - matmul(_mT(Q), gQ)
-    N = _tri(N, 0, lower=False) + _mT(_tri(N, 1, lower=False))  # upper triangle mirrored
-    return _solve_right(gQ + matmul(Q, N), _mT(R))   # (gQ + Q N) R^-T
-
-
-qr_p = Primitive("qr", _qr_impl, saves=())
-qr_p.defjvp(_qr_jvp)
-qr_p.defvjp(_qr_vjp)
-
-
-def qr(a, mode="reduced"):
-    """QR factorisation (``np.linalg.qr``), with derivatives in modes 'reduced' and 'r'.
-
-    The derivative needs a tall or square ``a`` (``m >= n``) of **full
-    column rank** (R invertible).  Q's columns and R's rows are defined up
-    to sign; the derivative is that of numpy's (LAPACK's) choice.
-
-    Examples
-    --------
-    >>> import numpy as np, tapead as ta
-    >>> a = np.array([[2.0, 1.0], [1.0, 3.0], [0.0, 1.0]])
-    >>> def r00(a):
-    ...     return np.linalg.qr(a)[1][0, 0]          # |R00| is the norm of column 0
-    >>> g = ta.grad(r00)(a)
-    >>> bool(np.allclose(np.abs(g[:, 0]), np.abs(a[:, 0]) / np.linalg.norm(a[:, 0])))
-    True
-    """
-    if not _any_box(a):
-        return np.linalg.qr(a, mode)
-    s = np.shape(a)
-    if len(s) < 2:
-        raise ShapeError(f"qr: a must be a matrix or a stack of them; got shape {s}")
-    if mode not in ("reduced", "r"):
-        raise ValueError(f"qr: mode={mode!r} has no derivative in tapead; use mode='reduced' "
-                         "(or 'r' for R alone)")
-    m, n = s[-2:]
-    if m < n:
-        raise ShapeError(f"qr: derivatives need m >= n (a tall or square matrix of full column "
-                         f"rank); got shape {s}. Factor the transpose instead (an LQ "
-                         "factorisation of a).")
-    p = bind(qr_p, a)
-    R = p[..., m:, :]
-    return R if mode == "r" else _QRResult(p[..., :m, :], R)
-
-
-# ---------------------------------------------------------------------------
 # pinv and lstsq (constant rank, e.g. full rank): Golub & Pereyra's formula
 # ---------------------------------------------------------------------------
 
@@ -740,9 +447,22 @@ def lstsq(a, b, rcond=None):
     return (reshape(x, (n,)) if vector else x), res, rank, s
 
 
+#: names that moved to ``linalg_decomp``; ``from tapead._prims.linalg import eigh``
+#: still finds them (module ``__getattr__``, resolved on first use)
+_MOVED = frozenset(["cholesky", "cholesky_p", "eigh", "eigh_p", "eigvalsh", "qr", "qr_p",
+                    "svd", "svd_p", "svdvals", "eig", "eigvals", "_EighResult", "_QRResult",
+                    "_NOT_PD", "_check_spectrum", "_gap_inverse", "_phi"])
+
+
+def __getattr__(name):
+    if name in _MOVED:
+        from tapead._prims import linalg_decomp
+        return getattr(linalg_decomp, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 #: the names of ``tapead.numpy.linalg`` defined here
-LINALG_NAMES = ["solve", "inv", "det", "slogdet", "cholesky", "eigh", "eigvalsh", "qr",
-                "pinv", "lstsq"]
+LINALG_NAMES = ["solve", "inv", "det", "slogdet", "pinv", "lstsq"]
 
 #: numpy functions (NEP 18) this module implements for tracers
 NUMPY_FUNCTIONS = {np.matmul: matmul, np.dot: dot, np.outer: outer,

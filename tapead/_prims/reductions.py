@@ -364,12 +364,33 @@ def cumprod(x, axis=None, dtype=None, out=None):
 
 # logsumexp: stable, a composite whose shift is a constant ---------------------------
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-    """``scipy.special.logsumexp`` with derivatives in ``a`` and in the weights ``b``.
+    """``log(sum(b * exp(a)))`` (``scipy.special.logsumexp``), with derivatives in ``a``
+    and in the weights ``b``; public as ``tapead.scipy.special.logsumexp``.
 
+    Parameters
+    ----------
+    a : (...) array
+    axis : None, int or tuple of int
+        The axes summed over (None: all).
+    b : None or an array broadcastable with ``a``
+        Weights (may be traced, may be negative with ``return_sign=True``).
+    keepdims : bool
+    return_sign : bool
+        Return ``(log|sum|, sign)``; the sign is a plain array.
+
+    Returns
+    -------
+    ``a``'s shape without ``axis`` (length 1 there with ``keepdims``).  Its
+    gradient in ``a`` is the softmax ``b * exp(a - logsumexp)``.
+
+    Notes
+    -----
     Computed as ``m + log(sum(b * exp(a - m)))`` with ``m`` the (constant)
     maximum, so it neither overflows nor loses the derivative: the result
     does not depend on ``m``.  With ``return_sign=True`` returns
-    ``(log|sum|, sign)``, the sign a plain array.
+    ``(log|sum|, sign)``, the sign a plain array.  scipy's own
+    ``scipy.special.logsumexp`` cannot see traced values (it converts them to
+    numpy arrays): call this one.
 
     Examples
     --------

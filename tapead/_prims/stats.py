@@ -1,6 +1,6 @@
-"""Order statistics and NaN-ignoring reductions: median, nansum, nanmean,
-nanmax, nanmin -- compositions of sort, where and the reductions, with the
-NaN masks guarded on tape replay."""
+"""Order statistics and NaN-ignoring reductions: median, percentile, quantile,
+nansum, nanmean, nanmax, nanmin -- compositions of sort, where and the
+reductions, with the NaN masks guarded on tape replay."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,6 +12,7 @@ from tapead._prims.misc import _NO, _along
 from tapead._prims.reductions import max as _max, mean as _mean, min as _min, sum as _sum
 from tapead._prims.shape import moveaxis, reshape
 from tapead._prims.sorting import sort
+from tapead.errors import NonDifferentiableError
 
 
 # ---------------------------------------------------------------------------
@@ -31,13 +32,17 @@ def _flatten_axes(a, axis):
     return a, int(axis) % nd
 
 
-def _keep(y, shape, axis):
-    """Restore reduced axes as length 1 (keepdims=True)."""
+def _kept_shape(shape, axis):
+    """``shape`` with the reduced axes as length 1 (keepdims=True)."""
     nd = len(shape)
     axes = range(nd) if axis is None else (
         [int(ax) % nd for ax in axis] if isinstance(axis, (tuple, list)) else [int(axis) % nd])
-    kept = tuple(1 if k in axes else n for k, n in enumerate(shape))
-    return reshape(y, kept)
+    return tuple(1 if k in axes else n for k, n in enumerate(shape))
+
+
+def _keep(y, shape, axis):
+    """Restore reduced axes as length 1 (keepdims=True)."""
+    return reshape(y, _kept_shape(shape, axis))
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
@@ -130,7 +135,133 @@ nanmax = _nan_extremum("nanmax", np.nanmax, _max, -np.inf)
 nanmin = _nan_extremum("nanmin", np.nanmin, _min, np.inf)
 
 
+# ---------------------------------------------------------------------------
+# quantile and percentile (method="linear"): numpy's interpolation, by a sort
+# ---------------------------------------------------------------------------
+
+def _neighbours(virtual, n, traced_q):
+    """numpy's ``_get_indexes`` and ``_get_gamma``: the sorted positions below and
+    above each virtual index and the weight of the upper one.  At the top
+    (q = 1) numpy takes the last value twice; with a traced q the pair is the
+    last two values with weight 1 instead (same value, and the derivative in q
+    is the one-sided one that exists there)."""
+    prev = np.floor(virtual)
+    nxt = prev + 1
+    top = virtual >= n - 1
+    if traced_q and n >= 2:
+        prev, nxt = np.where(top, n - 2, prev), np.where(top, n - 1, nxt)
+    else:
+        prev, nxt = np.where(top, -1, prev), np.where(top, -1, nxt)
+    return prev, nxt
+
+
+def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, weights, scale):
+    """numpy's ``_quantile`` for method="linear": the sorted values at the floor
+    and ceiling of ``(n - 1) q``, blended by its fractional part ``gamma``
+    (numpy's ``_lerp``, so the values agree to the last bit).  A traced ``q``
+    gets its derivative through ``gamma``; the positions it selects are
+    guarded on tape replay."""
+    if out is not None:
+        raise TypeError(f"np.{name}(..., out=...) cannot write a traced value into an "
+                        "array; assign the result instead")
+    if weights is not None or method != "linear":
+        what = "weights=" if weights is not None else f"method={method!r}"
+        raise NonDifferentiableError(
+            f"np.{name}(..., {what}) on traced values: tapead differentiates "
+            "method='linear' (numpy's default, without weights) only. Use it, or "
+            "np.sort plus indexing for another rule (method='lower': sort(a)[k]).")
+    a = a if isinstance(a, Box) else np.asanyarray(a)
+    if np.issubdtype(np.result_type(concrete(a)), np.complexfloating):
+        raise TypeError("a must be an array of real numbers")
+    traced_q = isinstance(q, Box)
+    q_traced = q
+    q = concrete(q) if traced_q else q
+    weak_q = type(q) in (int, float)
+    q = np.true_divide(q, scale)
+    if not (np.all(0 <= q) and np.all(q <= 1)):
+        raise ValueError("Percentiles must be in the range [0, 100]" if scale == 100 else
+                         "Quantiles must be in the range [0, 1]")
+    if np.ndim(q) > 2:
+        raise ValueError("q must be a scalar or 1d")
+    shape = shape_of(a)
+    s, ax = _flatten_axes(a, axis)
+    n = shape_of(s)[ax]
+    if n == 0:
+        raise ValueError(f"{name} of an empty array")
+    s = sort(moveaxis(s, ax, 0), axis=0)
+    virtual = np.asanyarray((n - 1) * q)
+    prev, nxt = _neighbours(virtual, n, traced_q)
+    gamma = np.asanyarray(virtual - prev, dtype=virtual.dtype)
+    if traced_q:                      # the same operations on the traced q
+        guard_value(q_traced, lambda v: _neighbours(
+            np.asanyarray((n - 1) * np.true_divide(concrete(v), scale)), n, True)[0], prev,
+            f"the sorted positions np.{name} interpolates between")
+        t = (n - 1) * (q_traced / scale) - (float(prev) if weak_q else
+                                           prev.astype(virtual.dtype))
+    else:
+        t = float(gamma) if weak_q else gamma
+    prev, nxt = prev.astype(np.intp), nxt.astype(np.intp)
+    lo, hi = s[prev], s[nxt]
+    diff = hi - lo
+    if weak_q:
+        y = hi - diff * (1 - t) if float(gamma) >= 0.5 else lo + diff * t
+    else:
+        lead = gamma.shape + (1,) * (len(shape_of(s)) - 1)
+        t = reshape(t, lead) if traced_q else t.reshape(lead)
+        y = where(gamma.reshape(lead) >= 0.5, hi - diff * (1 - t), lo + diff * t)
+    nans = _nan_mask(s, name)[-1]
+    if np.any(nans):
+        y = where(nans, np.nan, y)
+    if keepdims:
+        y = reshape(y, np.shape(q) + _kept_shape(shape, axis))
+    return y
+
+
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None):
+    """``np.quantile`` (method="linear"), differentiable in ``a`` and ``q``.
+
+    Parameters
+    ----------
+    a : (...) array
+    q : float or (k,) array in [0, 1]
+    axis : None, int or tuple of int
+    keepdims : bool
+
+    Returns
+    -------
+    (...) or (k, ...) array: the sorted values at ``(n - 1) q`` along ``axis``,
+    linearly interpolated.  The derivative goes to the two neighbouring order
+    statistics with weights ``1 - gamma`` and ``gamma`` (ties: as ``np.sort``).
+    ``q`` may be traced too: its derivative is ``(n - 1)`` times the gap between
+    the two neighbours (one-sided where ``(n - 1) q`` is an integer: from above,
+    from below at q = 1).  Other methods and ``weights=`` raise
+    ``NonDifferentiableError``.
+
+    >>> import numpy as np, tapead as ta
+    >>> ta.grad(lambda x: np.quantile(x, 0.25))(np.array([4.0, 1.0, 3.0, 2.0]))
+    array([0.  , 0.25, 0.  , 0.75])
+    """
+    if not (isinstance(a, Box) or isinstance(q, Box)):
+        return np.quantile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
+                           method=method, keepdims=keepdims, weights=weights)
+    return _quantile("quantile", a, q, axis, out, overwrite_input, method, keepdims,
+                     weights, 1)
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, *, weights=None):
+    """``np.percentile`` (method="linear"): ``quantile(a, q / 100)``, differentiable in
+    ``a`` and ``q``; ``q`` is a float or (k,) array in [0, 100] (see ``quantile``)."""
+    if not (isinstance(a, Box) or isinstance(q, Box)):
+        return np.percentile(a, q, axis=axis, out=out, overwrite_input=overwrite_input,
+                             method=method, keepdims=keepdims, weights=weights)
+    return _quantile("percentile", a, q, axis, out, overwrite_input, method, keepdims,
+                     weights, 100)
+
+
 #: numpy functions (NEP 18) this module implements for tracers
 NUMPY_FUNCTIONS = {np.median: median, np.nansum: nansum, np.nanmean: nanmean,
-                   np.nanmax: nanmax, np.nanmin: nanmin}
-__all__ = ["median", "nansum", "nanmean", "nanmax", "nanmin"]
+                   np.nanmax: nanmax, np.nanmin: nanmin, np.quantile: quantile,
+                   np.percentile: percentile}
+__all__ = ["median", "quantile", "percentile", "nansum", "nanmean", "nanmax", "nanmin"]

@@ -13,9 +13,11 @@ from tapead._prims.contract import linalg_diagonal as diagonal  # noqa: F401
 from tapead._prims.contract import linalg_trace as trace  # noqa: F401
 from tapead._prims.contract import matrix_transpose, tensordot  # noqa: F401
 from tapead._prims.linalg import (  # noqa: F401
-    cholesky, det, eigh, eigvalsh, inv, lstsq, matmul, outer, pinv, qr, slogdet, solve)
+    det, inv, lstsq, matmul, outer, pinv, slogdet, solve)
+from tapead._prims.linalg_decomp import (  # noqa: F401
+    cholesky, eig, eigh, eigvals, eigvalsh, qr, svd, svdvals)
 from tapead._prims.reductions import norm  # noqa: F401
 
-__all__ = ["LinAlgError", "cholesky", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq",
-           "matmul", "matrix_transpose", "norm", "outer", "pinv", "qr", "slogdet", "solve",
-           "tensordot", "trace"]
+__all__ = ["LinAlgError", "cholesky", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh",
+           "inv", "lstsq", "matmul", "matrix_transpose", "norm", "outer", "pinv", "qr",
+           "slogdet", "solve", "svd", "svdvals", "tensordot", "trace"]

@@ -1,4 +1,5 @@
-"""scipy's names, differentiable: ``import tapead.scipy.special as tsp``."""
-from tapead.scipy import special  # noqa: F401
+"""scipy's names, differentiable: ``import tapead.scipy.special as tsp``,
+``import tapead.scipy.linalg as tsl``."""
+from tapead.scipy import linalg, special  # noqa: F401
 
-__all__ = ["special"]
+__all__ = ["linalg", "special"]

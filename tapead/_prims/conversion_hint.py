@@ -1,0 +1,86 @@
+"""The message when numpy converts a tracer to an array (``np.asarray(x)``).
+
+The conversion would drop the derivative, so tracers refuse it.  It happens
+most often inside a scipy function, which converts its arguments before
+computing: ``scipy.special.logsumexp(x)``, ``scipy.linalg.expm(x)``.  The
+message then names the scipy function and, when tapead has one, the
+differentiable function to call instead.  The scipy function is found on the
+Python call stack: the outermost frame of the block of scipy frames that
+leads to the conversion (a decorator's wrapper is looked through by the
+function it wraps).
+"""
+from __future__ import annotations
+
+import sys
+
+#: scipy subpackage -> {scipy function name: the tapead function to call instead}
+SCIPY_EQUIVALENTS = {
+    "scipy.special": {name: f"tapead.scipy.special.{name}" for name in
+                      ("logsumexp", "softmax", "log_softmax", "polygamma")},
+    "scipy.linalg": dict(
+        {name: f"tapead.scipy.linalg.{name}" for name in
+         ("solve_triangular", "cho_factor", "cho_solve", "expm", "cholesky")},
+        **{name: f"tapead.numpy.linalg.{name} (np.linalg.{name} dispatches to it)"
+           for name in ("solve", "inv", "det", "eigh", "eigvalsh", "svd", "svdvals", "qr",
+                        "lstsq", "pinv")}),
+    "scipy.integrate": {"trapezoid": "np.trapezoid (which dispatches to tapead)"},
+}
+
+_STACK_LIMIT = 64
+
+
+def _public_module(name: str) -> str:
+    """'scipy.linalg._basic' -> 'scipy.linalg'."""
+    parts = name.split(".")
+    keep = [p for p in parts if not p.startswith("_")]
+    return ".".join(keep[:2])
+
+
+def _module_of(frame) -> str:
+    return frame.f_globals.get("__name__", "") or ""
+
+
+def _named_functions(frame):
+    """(public module, name) of the function a frame runs, then of any scipy
+    function it holds (a decorator's wrapper holds the one it wraps)."""
+    yield _public_module(_module_of(frame)), frame.f_code.co_name
+    for v in list(frame.f_locals.values()):
+        mod = getattr(v, "__module__", None)
+        if callable(v) and isinstance(mod, str) and mod.startswith("scipy"):
+            yield _public_module(mod), getattr(v, "__name__", "")
+
+
+def _scipy_block():
+    """The frames of scipy code that led to the conversion, innermost first."""
+    frame = sys._getframe(2)
+    depth = 0
+    while frame is not None and depth < _STACK_LIMIT and \
+            _module_of(frame).split(".")[0] in ("tapead", "numpy"):
+        frame, depth = frame.f_back, depth + 1
+    block = []
+    while frame is not None and depth < _STACK_LIMIT and _module_of(frame).startswith("scipy"):
+        block.append(frame)
+        frame, depth = frame.f_back, depth + 1
+    return block
+
+
+def array_message(generic: str) -> str:
+    """The TypeError message of ``np.asarray(tracer)``."""
+    block = _scipy_block()
+    if not block:
+        return generic
+    for frame in reversed(block):                    # outermost first
+        for module, name in _named_functions(frame):
+            target = SCIPY_EQUIVALENTS.get(module, {}).get(name)
+            if target is not None:
+                return (f"{module}.{name} cannot see through tapead tracers (it converts "
+                        "its arguments to numpy arrays, which would drop the "
+                        f"derivative); call {target} instead, which is differentiable.")
+    public = [f for f in block if "._lib" not in _module_of(f)]   # not scipy's helpers
+    outer = (public or block)[-1]
+    what = f"{_public_module(_module_of(outer))}.{outer.f_code.co_name}"
+    return (f"{what} cannot see through tapead tracers (it converts its arguments to "
+            "numpy arrays, which would drop the derivative). tapead's differentiable "
+            "scipy functions are in tapead.scipy.special and tapead.scipy.linalg, numpy's "
+            "names in tapead.numpy; or give the function a rule with ta.custom_vjp / "
+            "ta.custom_jvp.")

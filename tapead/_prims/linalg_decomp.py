@@ -1,0 +1,604 @@
+"""Matrix decompositions: cholesky, eigh, eigvalsh, qr, svd (and a clear refusal
+for eig/eigvals).
+
+Split from ``linalg`` along the seam between solves/inverses/determinants
+and factorisations; ``tapead.numpy.linalg`` and numpy's dispatch see one
+``linalg`` namespace.  Decompositions with several outputs are one
+primitive whose value packs the outputs into one array; the user-facing
+function slices it, so the decomposition runs once.  Every rule is written
+with tapead operations, so it can be differentiated again.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from tapead._core import Box, bind, concrete
+from tapead._prims.base import Primitive
+from tapead._prims.contract import _dtype_of, einsum
+from tapead._prims.linalg import (_any_box, _lapack, _mT, _result_type, _row, _solve_right,
+                                  _square, _sym, _tri, matmul, solve)
+from tapead.errors import NonDifferentiableError, ShapeError
+
+_NOT_PD = ("cholesky needs a symmetric positive definite matrix: check that it is "
+           "symmetric and that its eigenvalues (tapead.numpy.linalg.eigvalsh) are "
+           "positive, or add a small multiple of the identity.")
+def _leading_axis_jvps(prim):
+    """``prim.jvp_batched`` for rules that broadcast over a leading axis of K
+    directions (matmul, broadcasting arithmetic): the K tangents in one call
+    per argument instead of one call per direction."""
+    def batched(tans, ans, vals, params, K):
+        total = None
+        for k, t in enumerate(tans):
+            if t is not None:
+                c = prim.jvps[k](t, ans, *vals, **params)
+                total = c if total is None else total + c
+        return total
+    prim.jvp_batched = batched
+    return prim
+
+
+_EighResult = _result_type("eigh", np.eye(1))
+_QRResult = _result_type("qr", np.eye(1))
+_SVDResult = _result_type("svd", np.eye(1))
+
+
+# ---------------------------------------------------------------------------
+# cholesky: dL = L Phi(L^-1 sym(dA) L^-T), Phi = lower triangle, half diagonal
+# ---------------------------------------------------------------------------
+
+def _phi(x):
+    n = np.shape(x)[-1]
+    dt = _dtype_of(x)
+    return x * (np.tri(n, dtype=dt) - 0.5 * np.eye(n, dtype=dt))
+
+
+def _cholesky_jvp(t, L, a, UPLO="L"):
+    return matmul(L, _phi(_solve_right(solve(L, _read_symmetric(t, UPLO)), _mT(L))))
+
+
+def _cholesky_vjp(g, L, a, UPLO="L"):
+    # <g, L Phi(X)> = <L^-T Phi(L^T g) L^-1, sym(dA)>
+    return _read_symmetric_adjoint(
+        _sym(_solve_right(solve(_mT(L), _phi(matmul(_mT(L), g))), L)), UPLO)
+
+
+def _cholesky_impl(a, UPLO="L"):
+    """The lower factor L of the symmetric matrix read from the UPLO triangle."""
+    if UPLO == "L":
+        return _lapack("cholesky", np.linalg.cholesky, a, hint=_NOT_PD)
+    return np.swapaxes(_lapack("cholesky", np.linalg.cholesky, a, hint=_NOT_PD, upper=True),
+                       -1, -2)
+
+
+cholesky_p = Primitive("cholesky", _cholesky_impl, saves=())
+cholesky_p.defjvp(_cholesky_jvp)
+cholesky_p.defvjp(_cholesky_vjp)
+
+
+def cholesky(a, /, *, upper=False):
+    """The Cholesky factor of a symmetric positive definite matrix, with derivatives.
+
+    Parameters
+    ----------
+    a : (..., n, n) array
+        Symmetric positive definite.  Like numpy, only one triangle is read
+        (the lower one, or the upper one with ``upper=True``): the value is
+        that of the symmetric matrix with that triangle, and so is the
+        derivative, which is zero for the entries of the other triangle
+        (JAX and PyTorch symmetrize instead, which agrees on the sum of a
+        mirrored pair of entries).
+    upper : bool
+        Return ``U = L^T`` (``a = U^T U``) instead of ``L`` (``a = L L^T``).
+
+    Raises ``LinAlgError`` (with what to do) when ``a`` is not positive
+    definite.  The rules use ``solve`` for the triangular solves.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> L = np.linalg.cholesky(A)
+    >>> Ld = ta.jvp(np.linalg.cholesky, (A,), (np.eye(2),))[1]   # along dA = I
+    >>> bool(np.allclose(Ld @ L.T + L @ Ld.T, np.eye(2), rtol=0, atol=1e-14))
+    True
+    """
+    _square("cholesky", a)
+    if not _any_box(a):
+        return _lapack("cholesky", np.linalg.cholesky, a, hint=_NOT_PD, upper=upper)
+    L = bind(cholesky_p, a, UPLO="U" if upper else "L")
+    return _mT(L) if upper else L
+
+
+# ---------------------------------------------------------------------------
+# eigh: w, V packed as one (..., n + 1, n) array [w; V]
+# ---------------------------------------------------------------------------
+
+def _eigh_impl(a, UPLO="L"):
+    w, v = np.linalg.eigh(a, UPLO)
+    return np.concatenate([w[..., None, :], v], axis=-2)
+
+
+def _check_spectrum(w):
+    """Raise at a repeated eigenvalue, warn at a nearly repeated one."""
+    w = np.asarray(concrete(w))
+    if w.shape[-1] < 2:
+        return
+    eps = np.finfo(w.dtype if np.issubdtype(w.dtype, np.floating) else np.float64).eps
+    scale = np.maximum(np.max(np.abs(w), axis=-1, keepdims=True), np.finfo(np.float64).tiny)
+    gap = float(np.min(np.diff(w, axis=-1) / scale))
+    if gap <= 100 * eps:
+        raise np.linalg.LinAlgError(
+            f"eigh: the spectrum has a repeated eigenvalue (relative gap {gap:.1e}), where "
+            "the eigenvectors have no derivative. eigh's derivative needs distinct "
+            "eigenvalues: perturb the matrix, or, for a function of the eigenvalues only, "
+            "use reverse mode (ta.grad) once, which does not need the gaps.")
+    if gap < np.sqrt(eps):
+        warnings.warn(f"eigh: nearly repeated eigenvalues (relative gap {gap:.1e}); the "
+                      "derivatives of the eigenvectors scale like 1/gap and may be "
+                      "inaccurate", RuntimeWarning, stacklevel=2)
+
+
+def _gap_inverse(w):
+    """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
+    _check_spectrum(w)
+    n = np.shape(w)[-1]
+    eye = np.eye(n, dtype=_dtype_of(w))
+    from tapead._prims.shape import reshape
+    d = _row(w) - reshape(w, np.shape(w) + (1,))
+    return (1.0 - eye) / (d + eye)
+
+
+def _triangle_masks(n, UPLO, dtype):
+    """(the read triangle with its diagonal, the read triangle without it)."""
+    lower = UPLO.upper() == "L"
+    full = np.tril(np.ones((n, n), dtype)) if lower else np.triu(np.ones((n, n), dtype))
+    return full, full - np.eye(n, dtype=dtype)
+
+
+def _read_symmetric(t, UPLO):
+    """The symmetric matrix numpy's eigh sees in ``t``: the ``UPLO`` triangle
+    mirrored (the other triangle is never read)."""
+    full, strict = _triangle_masks(np.shape(t)[-1], UPLO, _dtype_of(t))
+    return t * full + _mT(t * strict)
+
+
+def _read_symmetric_adjoint(G, UPLO):
+    """Adjoint of ``_read_symmetric`` for a symmetric ``G``: twice ``G`` on the
+    read triangle's off-diagonal entries, ``G`` on the diagonal, 0 elsewhere."""
+    full, strict = _triangle_masks(np.shape(G)[-1], UPLO, _dtype_of(G))
+    return G * (full + strict)
+
+
+def _eigh_jvp(t, ans, a, UPLO="L"):
+    from tapead._prims.shape import concatenate
+    w, V = ans[..., 0, :], ans[..., 1:, :]
+    M = matmul(_mT(V), matmul(_read_symmetric(t, UPLO), V))
+    dw = einsum("...ii->...i", M)
+    dV = matmul(V, _gap_inverse(w) * M)
+    return concatenate([_row(dw), dV], axis=-2)
+
+
+def _eigh_vjp(g, ans, a, UPLO="L"):
+    w, V = ans[..., 0, :], ans[..., 1:, :]
+    gw, gV = g[..., 0, :], g[..., 1:, :]
+    K = _row(gw) * np.eye(np.shape(w)[-1], dtype=_dtype_of(gw))
+    if isinstance(gV, Box) or np.any(gV):            # skipped for eigenvalues only
+        K = K + _gap_inverse(w) * matmul(_mT(V), gV)
+    return _read_symmetric_adjoint(_sym(matmul(V, matmul(K, _mT(V)))), UPLO)
+
+
+eigh_p = Primitive("eigh", _eigh_impl, saves=())
+eigh_p.defjvp(_eigh_jvp)
+eigh_p.defvjp(_eigh_vjp)
+
+
+def eigh(a, UPLO="L"):
+    """Eigenvalues (ascending) and eigenvectors of a symmetric matrix, with derivatives.
+
+    Parameters
+    ----------
+    a : (..., n, n) array
+        Like numpy, only one triangle (``UPLO``) is read: the value is that
+        of the symmetric matrix with that triangle, and so is the
+        derivative, which is therefore zero for the entries of the other
+        triangle (``docs/linalg.md``; JAX symmetrizes instead, which agrees
+        on the sum of a mirrored pair of entries).
+    UPLO : {"L", "U"}
+
+    Returns
+    -------
+    EighResult(eigenvalues (..., n), eigenvectors (..., n, n))
+
+    Notes
+    -----
+    The derivative of the eigenvectors needs **distinct eigenvalues**: it
+    divides by the gaps ``w_j - w_i``.  At a repeated eigenvalue the rules
+    raise ``LinAlgError``; at a nearly repeated one (relative gap below
+    ``sqrt(eps)``) they warn.  The one exception: the gradient (reverse
+    mode, first order) of a function of the eigenvalues only never divides
+    by a gap.  Eigenvectors are defined up to sign; the derivative is that
+    of numpy's choice, which is locally constant: compare sign-invariant
+    quantities (``V * V``, ``V @ f(w) @ V.T``) across libraries.
+
+    Examples
+    --------
+    The derivative of an eigenvalue ``w_i`` along a symmetric perturbation is
+    ``v_i v_i^T``; numpy reads the lower triangle, so the gradient lives
+    there (an off-diagonal entry stands for itself and its mirror):
+
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> g = ta.grad(lambda A: np.linalg.eigh(A).eigenvalues[1])(A)
+    >>> P = np.outer(*[np.linalg.eigh(A).eigenvectors[:, 1]] * 2)
+    >>> bool(np.allclose(g, np.tril(2 * P) - np.diag(np.diag(P)), rtol=0, atol=1e-14))
+    True
+    """
+    _square("eigh", a)
+    if not _any_box(a):
+        return np.linalg.eigh(a, UPLO)
+    p = bind(eigh_p, a, UPLO=UPLO)
+    return _EighResult(p[..., 0, :], p[..., 1:, :])
+
+
+def eigvalsh(a, UPLO="L"):
+    """The eigenvalues of a symmetric matrix (see ``eigh`` for the requirements).
+
+    On traced values they come from ``eigh`` (one decomposition; the
+    eigenvectors are needed for the derivative).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[4.0, 1.0], [1.0, 3.0]])
+    >>> g = ta.grad(lambda A: np.linalg.eigvalsh(A).sum())(A)       # d trace = I
+    >>> bool(np.allclose(g, np.eye(2), rtol=0, atol=1e-14))
+    True
+    """
+    if not _any_box(a):
+        return np.linalg.eigvalsh(a, UPLO)
+    return eigh(a, UPLO)[0]
+
+
+# ---------------------------------------------------------------------------
+# qr (reduced, m >= n, full column rank): Q and R packed as [Q; R]
+# ---------------------------------------------------------------------------
+
+def _qr_impl(a):
+    q, r = np.linalg.qr(a)
+    return np.concatenate([q, r], axis=-2)
+
+
+def _qr_jvp(t, ans, a):
+    from tapead._prims.shape import concatenate
+    m = np.shape(a)[-2]
+    Q, R = ans[..., :m, :], ans[..., m:, :]
+    B = _solve_right(t, R)                           # dA R^-1
+    X = matmul(_mT(Q), B)
+    low = _tri(X, -1)
+    omega = low - _mT(low)                           # Q^T dQ, skew-symmetric
+    return concatenate([matmul(Q, omega - X) + B, matmul(X - omega, R)], axis=-2)
+
+
+def _qr_vjp(g, ans, a):
+    m = np.shape(a)[-2]
+    Q, R = ans[..., :m, :], ans[..., m:, :]
+    gQ, gR = g[..., :m, :], g[..., m:, :]
+    N = matmul(gR, _mT(R)) - matmul(_mT(Q), gQ)
+    N = _tri(N, 0, lower=False) + _mT(_tri(N, 1, lower=False))  # upper triangle mirrored
+    return _solve_right(gQ + matmul(Q, N), _mT(R))   # (gQ + Q N) R^-T
+
+
+qr_p = Primitive("qr", _qr_impl, saves=())
+qr_p.defjvp(_qr_jvp)
+qr_p.defvjp(_qr_vjp)
+
+
+def qr(a, mode="reduced"):
+    """QR factorisation (``np.linalg.qr``), with derivatives in modes 'reduced' and 'r'.
+
+    The derivative needs a tall or square ``a`` (``m >= n``) of **full
+    column rank** (R invertible).  Q's columns and R's rows are defined up
+    to sign; the derivative is that of numpy's (LAPACK's) choice.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> a = np.array([[2.0, 1.0], [1.0, 3.0], [0.0, 1.0]])
+    >>> def r00(a):
+    ...     return np.linalg.qr(a)[1][0, 0]          # |R00| is the norm of column 0
+    >>> g = ta.grad(r00)(a)
+    >>> bool(np.allclose(np.abs(g[:, 0]), np.abs(a[:, 0]) / np.linalg.norm(a[:, 0])))
+    True
+    """
+    if not _any_box(a):
+        return np.linalg.qr(a, mode)
+    s = np.shape(a)
+    if len(s) < 2:
+        raise ShapeError(f"qr: a must be a matrix or a stack of them; got shape {s}")
+    if mode not in ("reduced", "r"):
+        raise ValueError(f"qr: mode={mode!r} has no derivative in tapead; use mode='reduced' "
+                         "(or 'r' for R alone)")
+    m, n = s[-2:]
+    if m < n:
+        raise ShapeError(f"qr: derivatives need m >= n (a tall or square matrix of full column "
+                         f"rank); got shape {s}. Factor the transpose instead (an LQ "
+                         "factorisation of a).")
+    p = bind(qr_p, a)
+    R = p[..., m:, :]
+    return R if mode == "r" else _QRResult(p[..., :m, :], R)
+
+
+
+# ---------------------------------------------------------------------------
+# svd (reduced, real): U^T, s and Vh packed side by side, (..., k, m + 1 + n)
+# ---------------------------------------------------------------------------
+
+def _svd_impl(a):
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    return np.concatenate([np.swapaxes(u, -1, -2), s[..., None], vh], axis=-1)
+
+
+def _svd_parts(p, m):
+    """(U, s, Vh) of the packed value."""
+    return _mT(p[..., :m]), p[..., m], p[..., m + 1:]
+
+
+def _check_singular_values(s, gaps: bool):
+    """Raise at a zero singular value (always) or at a repeated one (``gaps``);
+    warn when one of them is nearly so."""
+    s = np.asarray(concrete(s))
+    eps = float(np.finfo(s.dtype if np.issubdtype(s.dtype, np.floating) else np.float64).eps)
+    top = np.maximum(np.max(s, axis=-1, keepdims=True), np.finfo(np.float64).tiny)
+    rel = s / top
+    smallest = float(np.min(rel))
+    if smallest <= 100 * eps:
+        raise NonDifferentiableError(
+            f"svd: a singular value is zero (relative size {smallest:.1e}): the matrix is "
+            "rank deficient, where the singular values have a kink (like |x| at 0) and "
+            "the singular vectors no derivative. Differentiate at a full-rank matrix, or "
+            "write the quantity without the SVD (e.g. the squared Frobenius norm "
+            "sum(a * a) instead of sum(s ** 2)).")
+    gap = float(np.min(rel[..., :-1] - rel[..., 1:])) + 0.0 if s.shape[-1] > 1 else np.inf
+    if gaps and gap <= 100 * eps:
+        raise NonDifferentiableError(
+            f"svd: the singular values are repeated (relative gap {gap:.1e}), where the "
+            "singular vectors U, V have no derivative (any rotation within the repeated "
+            "pair is a valid basis). Perturb the matrix, or, for a function of the "
+            "singular values only, use np.linalg.svd(a, compute_uv=False), whose "
+            "first derivative does not need distinct values.")
+    if min(smallest, gap if gaps else np.inf) < np.sqrt(eps):
+        warnings.warn(f"svd: nearly repeated or nearly zero singular values (relative "
+                      f"gap {min(smallest, gap):.1e}); the derivatives of the singular "
+                      "vectors scale like 1/gap and may be inaccurate", RuntimeWarning,
+                      stacklevel=2)
+
+
+def _svd_gap_inverse(s):
+    """F[..., i, j] = 1 / (s_j^2 - s_i^2) off the diagonal, 0 on it."""
+    from tapead._prims.shape import reshape
+    _check_singular_values(s, gaps=True)
+    eye = np.eye(np.shape(s)[-1], dtype=_dtype_of(s))
+    s2 = s * s
+    return (1.0 - eye) / (_row(s2) - reshape(s2, np.shape(s2) + (1,)) + eye)
+
+
+def _svd_jvp(t, ans, a):
+    """JAX's rule (``_svd_jvp_rule``) for real matrices: with dS = U^T dA V,
+    ds = diag(dS), dU = U (F o (dS S + S dS^T)), dV = V (F o (S dS + dS^T S)), plus
+    the parts of dA outside the span of U (tall) or of V (wide)."""
+    from tapead._prims.shape import concatenate, reshape
+    m, n = np.shape(a)[-2:]
+    U, s, Vh = _svd_parts(ans, m)
+    V = _mT(Vh)
+    F = _svd_gap_inverse(s)
+    dAV = matmul(t, V)
+    dS = matmul(_mT(U), dAV)
+    ds = einsum("...ii->...i", dS)
+    s_row, s_col = _row(s), reshape(s, np.shape(s) + (1,))
+    dSS, SdS = dS * s_row, s_col * dS
+    dU = matmul(U, F * (dSS + _mT(dSS)))
+    dV = matmul(V, F * (SdS + _mT(SdS)))
+    if m > n:
+        dU = dU + (dAV - matmul(U, dS)) / s_row
+    if n > m:
+        dAtU = matmul(_mT(t), U)
+        dV = dV + (dAtU - matmul(V, matmul(Vh, dAtU))) / s_row
+    return concatenate([_mT(dU), reshape(ds, np.shape(ds) + (1,)), _mT(dV)], axis=-1)
+
+
+def _svd_vjp(g, ans, a):
+    """The transpose of ``_svd_jvp`` (autograd's ``grad_svd``, real case)."""
+    from tapead._prims.shape import reshape
+    m, n = np.shape(a)[-2:]
+    U, s, Vh = _svd_parts(ans, m)
+    gU, gs, gVh = _svd_parts(g, m)
+    k = np.shape(s)[-1]
+    eye = np.eye(k, dtype=_dtype_of(g))
+    inner = _row(gs) * eye                             # diag(gs)
+    vectors = isinstance(gU, Box) or isinstance(gVh, Box) or np.any(gU) or np.any(gVh)
+    if not vectors:                                    # singular values only: no gaps
+        _check_singular_values(s, gaps=False)
+        return matmul(U, matmul(inner, Vh))
+    V, gV = _mT(Vh), _mT(gVh)
+    F = _svd_gap_inverse(s)
+    s_row, s_col = _row(s), reshape(s, np.shape(s) + (1,))
+    UtgU, VtgV = matmul(_mT(U), gU), matmul(Vh, gV)
+    inner = (inner + (F * (UtgU - _mT(UtgU))) * s_row
+             + s_col * (F * (VtgV - _mT(VtgV))))
+    gA = matmul(U, matmul(inner, Vh))
+    if m > n:                                          # (I - U U^T) gU S^-1 V^T
+        gA = gA + matmul((gU - matmul(U, UtgU)) / s_row, Vh)
+    if n > m:                                          # U S^-1 gV^T (I - V V^T)
+        gA = gA + matmul(U / s_row, _mT(gV) - matmul(_mT(VtgV), Vh))
+    return gA
+
+
+svd_p = Primitive("svd", _svd_impl, saves=())          # the rules read a's shape only
+svd_p.defjvp(_svd_jvp)
+svd_p.defvjp(_svd_vjp)
+_leading_axis_jvps(svd_p)
+
+
+def _svd_values_jvp(t, s, a):
+    """ds = diag(U^T dA V), with U, V of the (traced) reduced decomposition."""
+    from tapead._prims.reductions import sum as _sum
+    _check_singular_values(s, gaps=False)
+    U, _, Vh = _svd_parts(bind(svd_p, a) if isinstance(a, Box) else _svd_impl(a),
+                          np.shape(a)[-2])
+    return _sum(U * matmul(t, _mT(Vh)), axis=-2)
+
+
+def _svd_values_vjp(g, s, a):
+    """U diag(g) V^T."""
+    _check_singular_values(s, gaps=False)
+    U, _, Vh = _svd_parts(bind(svd_p, a) if isinstance(a, Box) else _svd_impl(a),
+                          np.shape(a)[-2])
+    return matmul(U * _row(g), Vh)
+
+
+svd_values_p = Primitive("svd_values", lambda a: np.linalg.svd(a, compute_uv=False),
+                         saves=(0,))
+svd_values_p.defjvp(_svd_values_jvp)
+svd_values_p.defvjp(_svd_values_vjp)
+_leading_axis_jvps(svd_values_p)           # one SVD for all K directions
+
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    """Singular value decomposition ``a = U diag(s) Vh`` (``np.linalg.svd``), with
+    derivatives.
+
+    Parameters
+    ----------
+    a : (..., m, n) array
+        Real; leading axes are a stack of matrices.
+    full_matrices : bool
+        As numpy.  On a traced non-square ``a`` with ``compute_uv=True`` the
+        extra ``|m - n|`` columns of U (or rows of Vh) are an arbitrary
+        orthonormal basis of a complement and have no derivative, so this
+        raises ``NonDifferentiableError``: pass ``full_matrices=False`` (same
+        ``s``, same leading columns).  For a square ``a`` both are the same.
+    compute_uv : bool
+        False: the singular values alone, shape (..., k), ``k = min(m, n)``.
+    hermitian : bool
+        As numpy for the values; on a traced ``a`` with ``compute_uv=True``
+        it must be False (numpy's hermitian path picks other signs).
+
+    Returns
+    -------
+    SVDResult(U (..., m, k), S (..., k), Vh (..., k, n)) with ``full_matrices=False``
+    (``U`` is (..., m, m) and ``Vh`` (..., n, n) with ``full_matrices=True``), or
+    ``s`` (..., k) when ``compute_uv=False``.
+
+    Notes
+    -----
+    Derivatives follow JAX (``jax.numpy.linalg.svd``).  They need **nonzero**
+    singular values (a zero one is a kink, like ``|x|`` at 0) and, for U and V,
+    **distinct** ones: the rules divide by ``s_j^2 - s_i^2``.  Otherwise they
+    raise ``NonDifferentiableError``; nearly repeated or nearly zero values
+    (relative gap below ``sqrt(eps)``) warn.  The first derivative of the
+    singular values alone (``compute_uv=False``, or a function of ``S`` only
+    in reverse mode) needs no gaps; at an exactly repeated value it is the
+    derivative of functions symmetric in the repeated values (their sum, a
+    norm), since the values themselves cross there.  Singular vectors are
+    defined up to a joint sign flip of ``U[:, i]`` and ``Vh[i]``: compare
+    sign-invariant quantities (``U * U``, ``U @ diag(f(s)) @ Vh``).
+
+    >>> import numpy as np, tapead as ta
+    >>> a = np.array([[3.0, 0.0], [0.0, 2.0], [0.0, 0.0]])
+    >>> ta.grad(lambda a: np.linalg.svd(a, compute_uv=False)[0])(a)
+    array([[1., 0.],
+           [0., 0.],
+           [0., 0.]])
+    """
+    if not _any_box(a):
+        return np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv,
+                             hermitian=hermitian)
+    s = np.shape(a)
+    if len(s) < 2:
+        raise ShapeError(f"svd: a must be a matrix or a stack of them, shape (..., m, n); "
+                         f"got shape {s}")
+    if np.iscomplexobj(concrete(a)):
+        raise NonDifferentiableError("svd: tapead differentiates the SVD of real matrices "
+                                     "only; split a complex matrix into real blocks")
+    if not compute_uv:
+        return bind(svd_values_p, a)
+    m, n = s[-2:]
+    if hermitian:
+        raise NonDifferentiableError(
+            "svd(a, hermitian=True) on a traced matrix: pass hermitian=False (the same "
+            "decomposition; numpy's hermitian path picks other signs), or use "
+            "np.linalg.eigh for a symmetric matrix")
+    if full_matrices and m != n:
+        raise NonDifferentiableError(
+            f"svd of a traced {m} x {n} matrix with full_matrices=True (numpy's default): "
+            "the extra columns of U (or rows of Vh) are an arbitrary orthonormal basis of "
+            "a complement and have no derivative. Pass full_matrices=False (the same "
+            "singular values and leading vectors), or compute_uv=False for the singular "
+            "values alone.")
+    p = bind(svd_p, a)
+    U, sv, Vh = _svd_parts(p, m)
+    return _SVDResult(U, sv, Vh)
+
+
+def svdvals(x, /):
+    """The singular values (``np.linalg.svdvals``): ``svd(x, compute_uv=False)``.
+
+    The derivative of a distinct singular value ``s_i`` is ``u_i v_i^T``:
+
+    >>> import numpy as np, tapead as ta
+    >>> g = ta.grad(lambda A: np.linalg.svdvals(A)[0])(np.diag([3.0, 1.0]))
+    >>> print(g)
+    [[1. 0.]
+     [0. 0.]]
+    """
+    return svd(x, compute_uv=False)
+
+
+# ---------------------------------------------------------------------------
+# eig / eigvals (general matrices): refused on traced values
+# ---------------------------------------------------------------------------
+
+def _eig_refusal(name):
+    return NonDifferentiableError(
+        f"np.linalg.{name} on a traced matrix: the eigen-decomposition of a general "
+        "(non-symmetric) matrix has complex eigenvalues and eigenvectors, which tapead "
+        "does not differentiate. For a symmetric matrix use np.linalg.eigh / eigvalsh "
+        "(differentiable; symmetrise with (a + a.T) / 2 if needed); for singular values "
+        "use np.linalg.svd; for det or trace use np.linalg.slogdet / np.trace.")
+
+
+def eig(a):
+    """``np.linalg.eig`` on plain arrays; refused (``NonDifferentiableError``) on traced
+    ones, with the differentiable alternatives (``eigh`` for symmetric matrices).
+
+    >>> import numpy as np, tapead as ta
+    >>> ta.grad(lambda A: np.linalg.eig(A).eigenvalues.real.sum())(np.eye(2))
+    Traceback (most recent call last):
+      ...
+    tapead.errors.NonDifferentiableError: ...
+    """
+    if _any_box(a):
+        raise _eig_refusal("eig")
+    return np.linalg.eig(a)
+
+
+def eigvals(a):
+    """``np.linalg.eigvals`` on plain arrays; refused on traced ones (see ``eig``).
+
+    >>> import numpy as np, tapead.numpy as tnp
+    >>> np.round(tnp.linalg.eigvals(np.diag([1.0, 2.0])).real, 12).tolist()
+    [1.0, 2.0]
+    """
+    if _any_box(a):
+        raise _eig_refusal("eigvals")
+    return np.linalg.eigvals(a)
+
+
+#: the names of ``tapead.numpy.linalg`` defined here
+LINALG_NAMES = ["cholesky", "eigh", "eigvalsh", "qr", "svd", "svdvals", "eig", "eigvals"]
+
+#: numpy functions (NEP 18) this module implements for tracers
+NUMPY_FUNCTIONS = {getattr(np.linalg, name): globals()[name] for name in LINALG_NAMES}
+__all__ = []
