@@ -89,6 +89,10 @@ def _getattr(x, name):
         return shape.transpose(x)
     if name == "value":
         return _core.primal_of(x)
+    if name == "real":
+        return ew.real(x)
+    if name == "imag":
+        return ew.imag(x)
     f = METHODS.get(name)
     if f is None:
         raise AttributeError(f"traced value has no attribute {name!r}")

@@ -68,6 +68,7 @@ matmul_p = Primitive("matmul", np.matmul)
 matmul_p.defvjp(_matmul_vjp_a, _matmul_vjp_b)
 matmul_p.defjvp(lambda t, ans, a, b: matmul(t, b), lambda t, ans, a, b: matmul(a, t))
 matmul_p.fast_vjp = _core.FAST_VJP["matmul"]      # the sweep's C shortcut for plain 2-d
+matmul_p.complex_ok = True    # bilinear: transposes, no conjugates (JAX's convention)
 
 
 def matmul(a, b):

@@ -91,6 +91,7 @@ def _sum_batched(tans, ans, vals, params, K):
 
 
 sum_p.jvp_batched = _sum_batched
+sum_p.complex_ok = True      # linear: the same rule holds for complex values
 
 
 def sum(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
