@@ -256,6 +256,12 @@ cdef int check_cotangent_kind(PrimitiveBase prim, object c, bint parent_real) ex
     return 0
 
 
+def check_derivative_kind(prim, c, value):
+    """Raise ``NonDifferentiableError`` naming ``prim`` when the derivative ``c``
+    of a real ``value`` is complex (it would be cast to real)."""
+    check_cotangent_kind(<PrimitiveBase>prim, c, not is_complex_value(value))
+
+
 def is_complex(x):
     """Whether ``x`` (number, array, box, ``ShapeOnly``) holds complex values."""
     return is_complex_value(x)
