@@ -88,7 +88,10 @@ COMPLEX_SPECS = [
     R("square_reciprocal", lambda m, x: m.imag(m.square(x + 2j) + m.reciprocal(1.0 + 1j * x)),
       REAL),
     R("expm1_log1p", lambda m, x: m.real(m.expm1(1j * x) * m.log1p(0.5j * x)), REAL),
-    # reductions, matmul, indexing, broadcasting, concatenation
+    R("exp2_log2_log10", lambda m, x: m.real(m.exp2(0.5j * x) + m.log2(2.0 + 1j * x)
+                                             - m.log10(1.0 - 0.5j * x) + m.positive(1j * x)),
+      REAL),
+    # reductions, matmul, indexing, broadcasting, concatenation, where
     R("sum", lambda m, x, y: m.abs(m.sum(m.exp(1j * x) * y)), REAL, POS),
     R("mean_axis", lambda m, x: m.real(m.mean(m.exp(1j * x) * x, axis=-1)), REAL,
       kinds=ARRAY_KINDS),
@@ -99,6 +102,11 @@ COMPLEX_SPECS = [
       REAL, kinds=ARRAY_KINDS),
     R("concat_mixed", lambda m, x: m.abs(m.concatenate([x, 1j * x + 0.5], axis=-1)),
       AwayFromZero(0.2, 1.5), kinds=ARRAY_KINDS),
+    R("stack_mixed", lambda m, x: m.imag(m.stack([x * x, m.exp(1j * x)]) * (1.0 + 2.0j)),
+      REAL, kinds=ARRAY_KINDS),
+    R("where_complex", lambda m, x, y: m.real(m.where(np.array([True, False, True]),
+                                                      m.exp(1j * x), y * (1 - 1j)) * (2 + 1j)),
+      REAL, REAL, kinds=(("array", ((3,), (3,))), ("bcast", ((), (2, 3))))),
     R("real_of_matmul", lambda m, x: m.real(C @ (x[0] + 1j * x[1])), REAL, kinds=ARRAY_KINDS),
 ]
 del R
