@@ -107,6 +107,12 @@ COMPLEX_SPECS = [
     R("where_complex", lambda m, x, y: m.real(m.where(np.array([True, False, True]),
                                                       m.exp(1j * x), y * (1 - 1j)) * (2 + 1j)),
       REAL, REAL, kinds=(("array", ((3,), (3,))), ("bcast", ((), (2, 3))))),
+    R("norm", lambda m, x: m.linalg.norm(m.exp(1j * x) * x + 0.5j), REAL),
+    R("norm_axis", lambda m, x: m.linalg.norm((x + 1j) * x, axis=-1), REAL, kinds=ARRAY_KINDS),
+    R("norm_fro", lambda m, x: m.linalg.norm(m.exp(1j * x) + x, ord="fro"), REAL,
+      kinds=ARRAY_KINDS),
+    R("var_std", lambda m, x: m.var(m.exp(1j * x) * x, axis=-1) + m.std(1j * x + x * x),
+      REAL, kinds=ARRAY_KINDS),
     R("real_of_matmul", lambda m, x: m.real(C @ (x[0] + 1j * x[1])), REAL, kinds=ARRAY_KINDS),
 ]
 del R
