@@ -56,11 +56,14 @@ def _check_leaf(x, what, complex_ok=False):
             isinstance(x, np.ndarray) and x.dtype.kind == "c"):
         if complex_ok:
             return x
+        name = str(what).split(":")[0]
+        hint = (" unless holomorphic=True (for holomorphic functions)"
+                if name in ("grad", "jacfwd", "jacrev") else "")
         raise TypeError(
-            f"{what}: got a complex input ({np.result_type(x)}); {str(what).split(':')[0]} "
-            "needs real inputs unless holomorphic=True (for holomorphic functions). For "
-            "a real-valued function of complex z, differentiate f(x + 1j*y) with respect "
-            "to the real x and y, or use ta.vjp / ta.jvp (JAX's convention)")
+            f"{what}: got a complex input ({np.result_type(x)}); {name} needs real "
+            f"inputs{hint}. For a real-valued function of complex z, differentiate "
+            "f(x + 1j*y) with respect to the real x and y, or use ta.vjp / ta.jvp "
+            "(JAX's convention)")
     if isinstance(x, bool) or (isinstance(x, np.ndarray) and x.dtype == bool):
         raise TypeError(f"{what}: got a boolean input; derivatives need float inputs")
     if isinstance(x, int):
