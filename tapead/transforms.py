@@ -518,7 +518,8 @@ def jacrev(f: Callable, argnums: ArgNums = 0, holomorphic: bool = False) -> Call
 
 
 def hessian(f: Callable, argnums: ArgNums = 0, holomorphic: bool = False) -> Callable:
-    """Hessian, forward over reverse: ``jacfwd(grad(f))``."""
+    """Hessian, forward over reverse: ``jacfwd(grad(f))``; ``holomorphic=True``
+    for holomorphic functions of complex inputs (as ``grad``)."""
     return jacfwd(grad(f, argnums, holomorphic=holomorphic), argnums, holomorphic=holomorphic)
 
 
