@@ -76,6 +76,8 @@ COMPLEX_SPECS = [
     R("pow_int", lambda m, x, y: m.real((x + 1j * y) ** 3), REAL, REAL),
     R("pow_real_exponent", lambda m, x, y: m.imag((x + 1j) ** y), POS, REAL),
     R("pow_complex_exponent", lambda m, x, y: m.real(y ** (1j * x)), REAL, POS),
+    R("negative_base", lambda m, x, y: m.real((-0.5 - x) ** (1j * y)) + m.imag((-1.5) ** (0.5j * y)),
+      POS, REAL),
     R("rpow_complex", lambda m, x: m.imag((1.5 + 0.5j) ** x), REAL),
     # holomorphic functions of complex values
     R("exp_log", lambda m, x, y: m.real(m.log(x + 1j * y)) + m.imag(m.exp(y + 1j * x)),

@@ -258,7 +258,11 @@ def _pow_dx(x, y, ans):
 def _pow_dy(x, y, ans):
     # x**y log x, with 0 where x**y == 0
     if type(x) is float or type(x) is int:
+        if x < 0 and is_complex(ans):                          # x**y = e^{y log x}, log x complex
+            return ans * complex(np.log(complex(x)))
         return 0.0 * ans if x == 0 else ans * math.log(x)     # a weak Python float
+    if is_complex(ans) and not is_complex(x):
+        x = x + 0j                   # a real base of a complex power: its complex log
     zero = concrete(ans) == 0
     safe_x = where(zero, 1.0, x) if np.any(zero) else x
     return where(zero, 0.0, ans * log(safe_x)) if np.any(zero) else ans * log(safe_x)
