@@ -115,6 +115,12 @@ COMPLEX_SPECS = [
       kinds=ARRAY_KINDS),
     R("var_std", lambda m, x: m.var(m.exp(1j * x) * x, axis=-1) + m.std(1j * x + x * x),
       REAL, kinds=ARRAY_KINDS),
+    R("einsum_mixed", lambda m, x: m.abs(m.einsum("ij,jk->ik", x, C) + m.einsum("ij,ij->i", x, 1j * x)[:, None]),
+      REAL, kinds=ARRAY_KINDS),
+    R("tensordot_inner", lambda m, x: m.real(m.tensordot(m.exp(1j * x), C, axes=1))
+      + m.sum(m.imag(m.inner(x * (1 + 2j), m.exp(1j * x)))), REAL, kinds=ARRAY_KINDS),
+    R("dot_nd", lambda m, x: m.real(m.dot(m.exp(1j * x)[None], x.T[None] * (1 - 1j))),
+      REAL, kinds=ARRAY_KINDS),
     R("real_of_matmul", lambda m, x: m.real(C @ (x[0] + 1j * x[1])), REAL, kinds=ARRAY_KINDS),
 ]
 del R
