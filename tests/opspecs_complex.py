@@ -121,6 +121,8 @@ COMPLEX_SPECS = [
       + m.sum(m.imag(m.inner(x * (1 + 2j), m.exp(1j * x)))), REAL, kinds=ARRAY_KINDS),
     R("dot_nd", lambda m, x: m.real(m.dot(m.exp(1j * x)[None], x.T[None] * (1 - 1j))),
       REAL, kinds=ARRAY_KINDS),
+    R("cumsum", lambda m, x: m.abs(m.cumsum(m.exp(1j * x) * x, axis=-1) + 2.0), REAL,
+      kinds=ARRAY_KINDS),
     R("real_of_matmul", lambda m, x: m.real(C @ (x[0] + 1j * x[1])), REAL, kinds=ARRAY_KINDS),
 ]
 del R

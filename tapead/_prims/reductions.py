@@ -297,6 +297,7 @@ def _rev_cumsum(x, axis):
 cumsum_p = Primitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis), saves=(),
                      linear=True)
 cumsum_p.defvjp(lambda g, ans, x, axis: _rev_cumsum(g, axis))
+cumsum_p.complex_ok = True      # linear: the same rule holds for complex values
 cumsum_p.jvp_batched = lambda tans, ans, vals, params, K: np.cumsum(
     tans[0], axis=params["axis"] + 1)
 
