@@ -123,6 +123,10 @@ COMPLEX_SPECS = [
       REAL, kinds=ARRAY_KINDS),
     R("cumsum", lambda m, x: m.abs(m.cumsum(m.exp(1j * x) * x, axis=-1) + 2.0), REAL,
       kinds=ARRAY_KINDS),
+    R("matmul_real_operand", lambda m, x: m.abs(x @ C) + m.real(C[:2, :2] @ (1j * x)),
+      REAL, kinds=ARRAY_KINDS),
+    R("matmul_vectors", lambda m, x: m.imag(x[0] @ m.exp(1j * x[1])) + m.real((1j * x[1]) @ x[0]),
+      REAL, kinds=ARRAY_KINDS),
     R("real_of_matmul", lambda m, x: m.real(C @ (x[0] + 1j * x[1])), REAL, kinds=ARRAY_KINDS),
 ]
 del R

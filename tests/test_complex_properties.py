@@ -117,8 +117,8 @@ def _run(m, steps, xs):
             else:
                 out = m.real(a * m.conj(a)) if _is_complex(a) else a * a
         else:
-            nd = np.ndim(_val(a))
-            if nd == 0:
+            shape = np.shape(_val(a))
+            if not shape or (op == "matmul" and shape[-1] != 3):
                 out = a * (1.0 - 0.5j)
             elif op == "sum_keepdims":
                 out = m.sum(a, axis=-1, keepdims=True)
