@@ -20,6 +20,7 @@ cdef class ForwardTrace(Trace):
             if type(x) is Dual and (<Dual>x).ftrace is self:
                 c = prim.jvp(k, (<Dual>x).tangent, ans, vals, params)
                 if c is not None:
+                    check_cotangent_kind(<PrimitiveBase>prim, c, not is_complex_value(ans))
                     t = c if t is None else t + c
         return make_dual(self, ans, t)
 
@@ -129,6 +130,8 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
         ans = _bind(prim, vals_t, params)
     else:
         ans = prim.impl(*vals_t, **params)
+    if not prim.complex_ok:
+        check_complex_support(prim, vals_t, ans)
     if type(top) is Tape:
         return (<Tape>top)._process(prim, args, vals_t, ans, params)
     return top.process(prim, args, vals_t, ans, params)

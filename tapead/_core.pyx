@@ -29,7 +29,7 @@ from libc.stdint cimport int32_t
 import numpy as np
 
 from tapead.errors import (GuardFlippedError, LeakedTracerError,
-                           MissingRuleError, TapeReplayError)
+                           MissingRuleError, NonDifferentiableError, TapeReplayError)
 
 include "_scalar_ops.pxi"
 

@@ -50,6 +50,7 @@ cdef class PrimitiveBase:
     cdef public object save_fn        # custom (vals, ans) -> saved tuple
     cdef public object static_args
     cdef public int fast_vjp          # FAST_* kind: the sweep's C shortcut, 0 for none
+    cdef public bint complex_ok       # its rules are right for complex values (JAX's convention)
 
     def __call__(self, *args, **params):
         return _bind(self, args, params)
@@ -168,8 +169,8 @@ cdef inline object _shape_of_saved(object t):
 cdef object fast_vjp(int kind, int k, object g, Record rec):
     cdef object a, b, d, shape, gshape
     cdef Py_ssize_t lead
-    if type(g) is not np.ndarray:
-        return _NOFAST
+    if type(g) is not np.ndarray or (<object>g).dtype.kind == "c":
+        return _NOFAST        # complex cotangents take the rules (real parts for real inputs)
     if kind == FAST_PASS or kind == FAST_SUB:
         shape = _shape_of_saved(rec.saved[k])
         gshape = (<object>g).shape
@@ -200,3 +201,67 @@ cdef object fast_vjp(int kind, int k, object g, Record rec):
                 and (<object>b).ndim == 2 and (<object>g).ndim == 2:
             return _np_matmul(g, (<object>b).T) if k == 0 else _np_matmul((<object>a).T, g)
     return _NOFAST
+
+
+# -- complex values: which primitives may see them, and the kind of a derivative --
+
+cdef inline bint is_complex_value(object x):
+    """Whether ``x`` (a number, an array, a box, a ``Scatter``) holds complex values."""
+    cdef object t = type(x)
+    if t is float or t is int or x is None:
+        return False
+    if t is Scatter:
+        x = (<Scatter>x).g
+        t = type(x)
+    if t is Tracer or t is Dual:
+        x = concrete(x)
+        t = type(x)
+    if t is np.ndarray:
+        return (<object>x).dtype.kind == "c"
+    if t is complex:
+        return True
+    if t is ShapeOnly:
+        return (<ShapeOnly>x).dtype.kind == "c"
+    if isinstance(x, np.generic):
+        return isinstance(x, np.complexfloating)
+    return False
+
+
+cdef int check_complex_support(PrimitiveBase prim, tuple vals, object ans) except -1:
+    """Refuse a primitive without complex rules on complex values."""
+    if is_complex_value(ans):
+        raise NonDifferentiableError(_complex_refusal(prim))
+    for v in vals:
+        if is_complex_value(v):
+            raise NonDifferentiableError(_complex_refusal(prim))
+    return 0
+
+
+cdef str _complex_refusal(PrimitiveBase prim):
+    return (f"'{prim.name}' has no derivative rule for complex values, so tapead refuses "
+            "to differentiate it rather than return a wrong derivative. Write the "
+            "complex part with operations that have one (+ - * / **, exp, abs, real, "
+            "imag, conj, angle, sum, matmul, ...), or split the value into real and "
+            "imaginary parts (np.real / np.imag) before this operation")
+
+
+cdef int check_cotangent_kind(PrimitiveBase prim, object c, bint parent_real) except -1:
+    """A real-valued node must receive a real cotangent (or tangent)."""
+    if parent_real and is_complex_value(c):
+        raise NonDifferentiableError(
+            f"'{prim.name}' produced a complex derivative for a real value (it would "
+            "be cast to real, dropping the imaginary part). This is a missing or "
+            "wrong complex rule of that primitive: take np.real explicitly where "
+            "the computation goes from complex back to real")
+    return 0
+
+
+def check_derivative_kind(prim, c, value):
+    """Raise ``NonDifferentiableError`` naming ``prim`` when the derivative ``c``
+    of a real ``value`` is complex (it would be cast to real)."""
+    check_cotangent_kind(<PrimitiveBase>prim, c, not is_complex_value(value))
+
+
+def is_complex(x):
+    """Whether ``x`` (number, array, box, ``ShapeOnly``) holds complex values."""
+    return is_complex_value(x)

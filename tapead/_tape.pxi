@@ -424,6 +424,9 @@ cdef class Tape(Trace):
                             c = prim_vjp(<PrimitiveBase>prim, k, gobj, rec.ans, rec.saved,
                                          rec.params)
                         if c is not None:
+                            if is_complex_value(c):
+                                check_cotangent_kind(<PrimitiveBase>prim, c,
+                                                     not self._is_complex_node(pid))
                             _accumulate(pid, c, adj, hobj, oadj)
                 elif hobj[i]:
                     gobj = oadj[i]
@@ -461,6 +464,11 @@ cdef class Tape(Trace):
                 free(buf)
             if hobj != NULL:
                 free(hobj - 1)
+
+    cdef bint _is_complex_node(self, Py_ssize_t i):
+        if self.op[i] == OP_OBJ or self.op[i] == OP_INPUT:
+            return is_complex_value(self.value(i))
+        return False
 
     cdef bint _is_scalar(self, Py_ssize_t i):
         if self.op[i] == OP_OBJ:

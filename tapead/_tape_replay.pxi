@@ -125,6 +125,7 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
                 t = rec.prim.jvp_many(tans, rec.ans, args, rec.params, K)
                 if t is None:
                     continue
+                check_cotangent_kind(<PrimitiveBase>rec.prim, t, not is_complex_value(rec.ans))
                 has[i] = 1
                 if isinstance(rec.ans, float):
                     arr = np.ascontiguousarray(t, dtype=np.float64).reshape(K)

@@ -17,7 +17,8 @@ from tapead._core import Box, Dual, ForwardTrace, Tape, Tracer, shape_of
 from tapead._prims.construct import pack_objects
 from tapead._prims.elementwise import stop_gradient  # noqa: F401  (re-exported)
 from tapead._tree import tree_flatten, tree_unflatten
-from tapead.errors import NonScalarOutputError, ShapeError, TapeReplayError
+from tapead.errors import (NonDifferentiableError, NonScalarOutputError, ShapeError,
+                           TapeReplayError)
 
 __all__ = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian",
            "hvp", "record", "Recording", "stop_gradient"]
@@ -43,14 +44,27 @@ class _Where:
     __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
 
 
-def _check_leaf(x, what):
-    """Validate a differentiable input leaf; returns it as float or array."""
+def _check_leaf(x, what, complex_ok=False):
+    """Validate a differentiable input leaf; returns it as float or array
+    (complex numbers and arrays too when ``complex_ok``)."""
     if type(x) is float:
         return x
     if type(x) is np.ndarray and x.ndim and x.dtype.kind == "f":
         return x
     if isinstance(x, Box):
         return x
+    if isinstance(x, (complex, np.complexfloating)) or (
+            isinstance(x, np.ndarray) and x.dtype.kind == "c"):
+        if complex_ok:
+            return x
+        name = str(what).split(":")[0]
+        hint = (" unless holomorphic=True (for holomorphic functions)"
+                if name in ("grad", "jacfwd", "jacrev") else "")
+        raise TypeError(
+            f"{what}: got a complex input ({np.result_type(x)}); {name} needs real "
+            f"inputs{hint}. For a real-valued function of complex z, differentiate "
+            "f(x + 1j*y) with respect to the real x and y, or use ta.vjp / ta.jvp "
+            "(JAX's convention)")
     if isinstance(x, bool) or (isinstance(x, np.ndarray) and x.dtype == bool):
         raise TypeError(f"{what}: got a boolean input; derivatives need float inputs")
     if isinstance(x, int):
@@ -113,6 +127,11 @@ def _as_result(g, like):
     if g is None:
         return _zeros_like(like)
     dtype = np.result_type(_core.concrete(like))
+    if dtype.kind != "c" and _core.is_complex(g):
+        raise NonDifferentiableError(
+            "a derivative of a real value came out complex (casting it to real would "
+            "drop its imaginary part); some operation lacks a correct complex rule. "
+            "Take np.real explicitly where the computation goes back to real values")
     if isinstance(g, Box):          # traced by an outer transform: cast on its trace
         if np.result_type(_core.concrete(g)) != dtype and np.issubdtype(dtype, np.inexact):
             from tapead._prims.elementwise import astype
@@ -177,7 +196,7 @@ def _split_aux(out, name):
     return out
 
 
-def _check_scalar_output(out, name, has_aux):
+def _check_scalar_output(out, name, has_aux, holomorphic=False):
     """Explain an output grad cannot differentiate: None, a container, a bool or
     integer, a non-scalar."""
     if out is None:
@@ -207,11 +226,45 @@ def _check_scalar_output(out, name, has_aux):
             "use ta.jacrev / ta.vjp for vector outputs or reduce the output (e.g. .sum())")
 
 
+def _check_kinds(name, holomorphic, leaves=None, outs=None, real_outs=True):
+    """JAX's rules for complex values: without ``holomorphic``, inputs (and, for
+    reverse mode, outputs) must be real; with it, both must be complex."""
+    for x in leaves or ():
+        if holomorphic and not _core.is_complex(x):
+            raise TypeError(f"{name} with holomorphic=True needs complex inputs, got "
+                            f"{np.result_type(_core.concrete(x))}; pass complex values "
+                            "(e.g. x + 0j) or drop holomorphic=True")
+    for y in outs or ():
+        cx = _core.is_complex(y)
+        if holomorphic and not cx:
+            raise TypeError(f"{name} with holomorphic=True needs a complex-valued "
+                            f"function, got an output of dtype "
+                            f"{np.result_type(_core.concrete(y))}; drop holomorphic=True "
+                            "for real-valued functions")
+        if cx and real_outs and not holomorphic:
+            raise TypeError(f"{name} requires real-valued outputs, got "
+                            f"{np.result_type(_core.concrete(y))}. Pass holomorphic=True "
+                            "for a holomorphic function, take np.real / np.abs of the "
+                            "output, or use ta.vjp for other complex outputs")
+
+
+def _seed_like(c, v):
+    """A cotangent seed in the output's kind: real seeds of complex outputs
+    become complex; complex seeds of real outputs are refused."""
+    if _core.is_complex(c) and not _core.is_complex(v):
+        raise TypeError(f"pullback: complex cotangent for a real output (dtype "
+                        f"{np.result_type(_core.concrete(v))}); pass a real cotangent")
+    if _core.is_complex(v) and not _core.is_complex(c) and not isinstance(c, Box):
+        return np.asarray(c, dtype=np.result_type(_core.concrete(v)))[()] \
+            if np.ndim(c) == 0 else np.asarray(c, dtype=np.result_type(_core.concrete(v)))
+    return c
+
+
 # ---------------------------------------------------------------------------
 # reverse mode
 # ---------------------------------------------------------------------------
 
-def _record(f, args, kwargs, argnums, name):
+def _record(f, args, kwargs, argnums, name, complex_ok=False):
     """Run f with the argnums inputs boxed on a new tape."""
     nums, single = _argnums(argnums, len(args))
     tape = Tape()
@@ -223,7 +276,7 @@ def _record(f, args, kwargs, argnums, name):
             if not td.all_float:
                 what = _Where(name, a)
                 leaves = [x if type(x) is np.ndarray and x.ndim and x.dtype.kind == "f"
-                          else _check_leaf(x, what) for x in leaves]
+                          else _check_leaf(x, what, complex_ok) for x in leaves]
             start = tape.n_nodes
             tracers = tape.input_many(leaves)
             in_leaves.append(leaves)
@@ -257,7 +310,8 @@ def _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single):
     return result[0] if single else tuple(result)
 
 
-def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
+                   holomorphic: bool = False) -> Callable:
     """``f``'s value and gradient, in one forward run and one reverse sweep.
 
     Parameters
@@ -270,8 +324,11 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
         a pytree of them).
     has_aux : bool
         ``f`` returns ``(value, aux)``; only ``value`` is differentiated and
-        ``aux`` is returned as it is (put values in it, e.g. ``x.primal``,
-        not traced values).
+        ``aux`` comes back as values (nothing traced escapes).
+    holomorphic : bool
+        ``f`` is a holomorphic function of complex inputs with a complex
+        output: the gradient is the complex derivative ``f'(z)`` (as JAX).
+        Without it, inputs and output must be real.
 
     Returns
     -------
@@ -300,13 +357,17 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
         tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
-            f, args, kwargs, argnums, "grad")
+            f, args, kwargs, argnums, "grad", holomorphic)
+        if holomorphic:
+            _check_kinds("grad", True, [x for leaves in in_leaves for x in leaves])
         if has_aux:
             out, aux = _split_aux(out, "grad")
-        if not (type(out) is Tracer and type(out.primal) is float):
-            _check_scalar_output(out, "grad", has_aux)
+        if holomorphic or not (type(out) is Tracer and type(out.primal) is float):
+            _check_scalar_output(out, "grad", has_aux, holomorphic)
+            if holomorphic or _core.is_complex(out):
+                _check_kinds("grad", holomorphic, outs=[out])
         if type(out) is Tracer and out.tape is tape:
-            outputs, seeds = [out.idx], [1.0]
+            outputs, seeds = [out.idx], [1.0 if not holomorphic else 1.0 + 0j]
         else:
             outputs, seeds = [], []
         g = _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single)
@@ -317,7 +378,8 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> 
     return value_and_grad_f
 
 
-def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
+         holomorphic: bool = False) -> Callable:
     """Gradient of a scalar function (reverse mode, one sweep).
 
     Parameters
@@ -330,7 +392,10 @@ def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
         pytrees of them).
     has_aux : bool
         ``f`` returns ``(value, aux)``; ``aux`` is returned next to the
-        gradient.
+        gradient, as values.
+    holomorphic : bool
+        Differentiate a holomorphic function of complex inputs: the result is
+        ``f'(z)`` (see ``value_and_grad``).
 
     Returns
     -------
@@ -351,8 +416,10 @@ def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
     >>> gx, gy = ta.grad(lambda x, y: (x * y).sum(), argnums=(0, 1))(np.ones(2), np.arange(2.0))
     >>> print(gx, gy)
     [0. 1.] [1. 1.]
+    >>> complex(ta.grad(lambda z: z * z, holomorphic=True)(1.0 + 2.0j))
+    (2+4j)
     """
-    vg = value_and_grad(f, argnums, has_aux)
+    vg = value_and_grad(f, argnums, has_aux, holomorphic)
 
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
@@ -394,7 +461,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     [1. 4. 9.] (array([2., 0., 6.]),)
     """
     tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
-        f, primals, {}, tuple(range(len(primals))), "vjp")
+        f, primals, {}, tuple(range(len(primals))), "vjp", True)
     if has_aux:
         out, aux = _split_aux(out, "vjp")
         aux = _concrete_tree(aux, tape)
@@ -411,6 +478,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
             if np.shape(c) != np.shape(v):
                 raise ShapeError(f"pullback: cotangent of shape {np.shape(c)} for an "
                                  f"output of shape {np.shape(v)}; they must match")
+            c = _seed_like(c, v)
             if type(x) is Tracer and x.tape is tape:
                 outputs.append(x.idx)
                 seeds.append(float(c) if np.ndim(c) == 0 and isinstance(
@@ -470,7 +538,12 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fals
     duals = []
     try:
         for p, t in zip(p_leaves, t_leaves):
-            p = _check_leaf(p, "jvp")
+            p = _check_leaf(p, "jvp", True)
+            if _core.is_complex(p) != _core.is_complex(t):
+                raise TypeError(
+                    f"jvp: a {'complex' if _core.is_complex(p) else 'real'} primal needs a "
+                    f"{'complex' if _core.is_complex(p) else 'real'} tangent, got dtype "
+                    f"{np.result_type(_core.concrete(t))}; make the tangent's dtype match")
             if np.shape(p) != np.shape(t):
                 raise ShapeError(f"jvp: tangent of shape {np.shape(t)} for a primal of "
                                  f"shape {np.shape(p)}; they must match")
@@ -512,12 +585,15 @@ def _per_argument(blocks, in_leaves, in_trees, single):
     return per_arg[0] if single else tuple(per_arg)
 
 
-def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable:
     """Jacobian by forward mode: one recording, all input directions at once.
 
     The tape is recorded once and a batched forward sweep carries one
     tangent direction per input element (an extra leading axis).  Cheapest
-    when the input has fewer elements than the output.
+    when the input has fewer elements than the output.  Inputs must be real
+    (the outputs may be complex) unless ``holomorphic=True``: then inputs and
+    outputs are complex and the result is the complex derivative.
 
     Parameters
     ----------
@@ -528,6 +604,8 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable
     has_aux : bool
         ``f`` returns ``(output, aux)``; the result is then ``(jacobian, aux)``
         with the aux data as values.
+    holomorphic : bool
+        Complex inputs and outputs, complex derivative (as JAX).
 
     Returns
     -------
@@ -547,11 +625,13 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable
     @functools.wraps(f)
     def jac_f(*args, **kwargs):
         tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
-            f, args, kwargs, argnums, "jacfwd")
+            f, args, kwargs, argnums, "jacfwd", holomorphic)
         if has_aux:
             out, aux = _split_aux(out, "jacfwd")
             aux = _concrete_tree(aux, tape)
         flat_in = [x for leaves in in_leaves for x in leaves]
+        if holomorphic:
+            _check_kinds("jacfwd", True, flat_in, tree_flatten(out)[0])
         flat_ids = [i for ids in in_ids for i in ids]
         sizes = [int(np.prod(np.shape(x))) for x in flat_in]
         K = int(sum(sizes))
@@ -589,10 +669,13 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable
     return jac_f
 
 
-def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable:
+def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable:
     """Jacobian by reverse mode: one recording, one sweep per output element.
 
-    Cheapest when the output has fewer elements than the input.
+    Cheapest when the output has fewer elements than the input.  Inputs and
+    outputs must be real unless ``holomorphic=True``: then both are complex and
+    the result is the complex derivative (as JAX).
 
     Parameters
     ----------
@@ -601,6 +684,8 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable
     argnums : int or tuple of int
         Positional arguments to differentiate.
     has_aux : bool
+        As in :func:`jacfwd`.
+    holomorphic : bool
         As in :func:`jacfwd`.
 
     Returns
@@ -620,12 +705,15 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable
     @functools.wraps(f)
     def jac_f(*args, **kwargs):
         tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
-            f, args, kwargs, argnums, "jacrev")
+            f, args, kwargs, argnums, "jacrev", holomorphic)
         if has_aux:
             out, aux = _split_aux(out, "jacrev")
             aux = _concrete_tree(aux, tape)
         out_leaves, out_tree = tree_flatten(out)
         flat_in = [x for leaves in in_leaves for x in leaves]
+        if holomorphic or any(_core.is_complex(y) for y in out_leaves):
+            _check_kinds("jacrev", holomorphic, flat_in if holomorphic else None,
+                         out_leaves)
         flat_ids = [i for ids in in_ids for i in ids]
         jac_leaves = []
         for x in out_leaves:
@@ -635,7 +723,7 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable
             for j in range(int(np.prod(oshape))):
                 if type(x) is Tracer and x.tape is tape:
                     if oshape == ():
-                        seed = 1.0
+                        seed = 1.0 + 0j if holomorphic else 1.0
                     else:
                         seed = np.zeros(oshape, dtype=np.result_type(_core.concrete(val)))
                         seed.flat[j] = 1.0
@@ -660,7 +748,7 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False) -> Callable
     return jac_f
 
 
-def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
+def hessian(f: Callable, argnums: ArgNums = 0, holomorphic: bool = False) -> Callable:
     """Hessian, forward over reverse: ``jacfwd(grad(f))``.
 
     Parameters
@@ -669,6 +757,8 @@ def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
         A scalar function.
     argnums : int or tuple of int
         Positional arguments to differentiate.
+    holomorphic : bool
+        For holomorphic functions of complex inputs (as ``grad``).
 
     Returns
     -------
@@ -683,7 +773,8 @@ def hessian(f: Callable, argnums: ArgNums = 0) -> Callable:
     [[6. 2.]
      [2. 0.]]
     """
-    return jacfwd(grad(f, argnums), argnums)
+    return jacfwd(grad(f, argnums, holomorphic=holomorphic), argnums,
+                  holomorphic=holomorphic)
 
 
 def hvp(f: Callable, primals: Sequence, tangents: Sequence):

@@ -105,6 +105,10 @@ def _getattr(x, name):
         return shape.transpose(x)
     if name == "value":
         return _core.primal_of(x)
+    if name == "real":
+        return ew.real(x)
+    if name == "imag":
+        return ew.imag(x)
     f = METHODS.get(name)
     if f is None:
         # numpy's object loops call methods named like the ufunc (np.sin on an

@@ -147,5 +147,6 @@ class Primitive(_core.PrimitiveBase):
         out = np.zeros(shape, dtype=dtype)
         for d, r in enumerate(rows):
             if r is not None:
+                _core.check_derivative_kind(self, r, ans)
                 out[d] += r
         return out

@@ -23,7 +23,7 @@ import string
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete
+from tapead._core import Box, bind, concrete, is_complex
 from tapead._prims.base import Primitive
 from tapead.errors import ShapeError
 
@@ -177,8 +177,12 @@ def contraction_cotangent(k, g, ops, subscripts, optimize=False):
         if c not in present:                 # only in operand k: broadcast back
             terms.append(c)
             operands.append(np.ones(n, dtype=dtype))
-    return einsum(",".join(terms) + "->" + "".join(target), *operands,
-                  optimize=_rule_optimize(optimize))
+    ct = einsum(",".join(terms) + "->" + "".join(target), *operands,
+                optimize=_rule_optimize(optimize))
+    if is_complex(ct) and not is_complex(ops[k]):     # a real operand promoted to complex
+        from tapead._prims.elementwise import real
+        ct = real(ct)
+    return ct
 
 
 def _vjp(k, g, ans, *ops, subscripts, optimize=False, **_):
@@ -221,6 +225,7 @@ def contraction(name, impl, unary=False):
     prim.defvjp_any(_vjp)
     prim.defjvp_any(_jvp)
     prim.jvp_batched = _jvp_batched
+    prim.complex_ok = True        # multilinear, no conjugates: JAX's convention holds
     return prim
 
 

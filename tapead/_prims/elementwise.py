@@ -13,9 +13,10 @@ import numpy as np
 import scipy.special as sps
 
 from tapead import _core
-from tapead._core import Box, concrete
+from tapead._core import Box, concrete, is_complex
 from tapead._core import apply_binary as binary, apply_unary as unary
 from tapead._prims.base import Primitive, ShapeOnly
+from tapead.errors import NonDifferentiableError
 
 OP = _core.OPCODES
 
@@ -26,7 +27,10 @@ UFUNCS: dict = {}      # numpy ufunc -> user-facing function
 
 
 def unbroadcast(x, g):
-    """Sum ``g`` down to the shape of ``x`` (undo numpy broadcasting)."""
+    """Sum ``g`` down to the shape of ``x`` (undo numpy broadcasting); for a real
+    ``x`` and a complex ``g``, keep ``g``'s real part (undo the promotion to complex)."""
+    if is_complex(g) and not is_complex(x):
+        g = real(g)
     shape = x.shape if type(x) is ShapeOnly or type(x) is np.ndarray else np.shape(x)
     gshape = g.shape if type(g) is np.ndarray else np.shape(g)
     if gshape == shape:
@@ -188,6 +192,31 @@ cbrt = _unary("cbrt", np.cbrt, lambda x, a: 1.0 / (3.0 * a * a), saves=(), ufunc
 UFUNCS[sps.expit] = sigmoid
 tanh.prim.fast_vjp = _core.FAST_VJP["tanh"]
 
+#: holomorphic functions: the same rules hold for complex values (JAX's convention:
+#: the cotangent of z is multiplied by f'(z), not its conjugate)
+_HOLOMORPHIC = ("neg", "pos", "sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt",
+                "tanh", "sinh", "cosh", "square", "reciprocal", "exp2", "log2", "log10")
+for _name in _HOLOMORPHIC:
+    BY_NAME[_name].prim.complex_ok = True
+cos_given_sin_p.complex_ok = sin_given_cos_p.complex_ok = True
+
+
+# abs of a complex z is not holomorphic: d|z| = Re(conj(z) dz) / |z|, so the
+# cotangent of z is g conj(z) / |z| (0 at z = 0, as JAX)
+def _abs_slope(x, ans):
+    if not is_complex(x):
+        return np.sign(concrete(x))
+    zero = concrete(ans) == 0
+    if np.any(zero):
+        return where(zero, 0.0, conjugate(x) / where(zero, 1.0, ans))
+    return conjugate(x) / ans
+
+
+absolute.prim.defvjp(lambda g, ans, x: g * _abs_slope(x, ans))
+absolute.prim.defjvp(lambda t, ans, x: real(t * _abs_slope(x, ans)) if is_complex(x)
+                     else t * _abs_slope(x, ans))
+absolute.prim.complex_ok = True
+
 
 # ---------------------------------------------------------------------------
 # binary: name, numpy function, (d/dx, d/dy) as functions of (x, y, ans)
@@ -227,7 +256,11 @@ def _pow_dx(x, y, ans):
 def _pow_dy(x, y, ans):
     # x**y log x, with 0 where x**y == 0
     if type(x) is float or type(x) is int:
+        if x < 0 and is_complex(ans):                          # x**y = e^{y log x}, log x complex
+            return ans * complex(np.log(complex(x)))
         return 0.0 * ans if x == 0 else ans * math.log(x)     # a weak Python float
+    if is_complex(ans) and not is_complex(x):
+        x = x + 0j                   # a real base of a complex power: its complex log
     zero = concrete(ans) == 0
     safe_x = where(zero, 1.0, x) if np.any(zero) else x
     return where(zero, 0.0, ans * log(safe_x)) if np.any(zero) else ans * log(safe_x)
@@ -277,6 +310,9 @@ def _times(g, v):
 multiply.prim.defvjp(lambda g, ans, x, y: unbroadcast(x, _times(g, y)),
                      lambda g, ans, x, y: unbroadcast(y, _times(g, x)))
 
+for _f in (add, subtract, multiply, divide, power):
+    _f.prim.complex_ok = True
+
 arctan2 = _binary("arctan2", np.arctan2, lambda x, y, a: y / (x * x + y * y),
                   lambda x, y, a: -x / (x * x + y * y), ufunc=np.arctan2)
 hypot = _binary("hypot", np.hypot, lambda x, y, a: x / a, lambda x, y, a: y / a,
@@ -294,6 +330,9 @@ where_p.defvjp(None,
 where_p.defjvp(None,
                lambda t, ans, c, x, y: where(c, t, 0.0 * t),
                lambda t, ans, c, x, y: where(c, 0.0 * t, t))
+
+
+where_p.complex_ok = True
 
 
 def where(cond, x, y):
@@ -361,12 +400,76 @@ __all__ = ["where", "sigmoid", "relu", "stop_gradient", "logaddexp", "fmax", "fm
 TRACER_METHODS = {"clip": clip}
 
 
+# ---------------------------------------------------------------------------
+# complex parts.  Cotangents follow JAX's convention: a real-valued function's
+# cotangent of z = x + iy is df/dx - i df/dy, so real() sends g back as g,
+# imag() as -i g, conj() as conj(g).  On real inputs real and conj are the
+# identity and imag and angle are constants (no derivative).
+# ---------------------------------------------------------------------------
+
+real_p = Primitive("real", np.real, saves=(), linear=True, elementwise=True)
+real_p.defvjp(lambda g, ans, x: astype(g, x.dtype))       # g + 0i, in z's dtype
+real_p.defjvp(lambda t, ans, x: real(t))
+real_p.complex_ok = True
+imag_p = Primitive("imag", np.imag, saves=(), linear=True, elementwise=True)
+imag_p.defvjp(lambda g, ans, x: g * -1j)
+imag_p.defjvp(lambda t, ans, x: imag(t))
+imag_p.complex_ok = True
+conj_p = Primitive("conjugate", np.conjugate, saves=(), linear=True, elementwise=True)
+conj_p.defvjp(lambda g, ans, x: conjugate(g))
+conj_p.defjvp(lambda t, ans, x: conjugate(t))
+conj_p.complex_ok = True
+
+
+def real(x):
+    """``np.real``: the real part, differentiable (the identity on real values)."""
+    if isinstance(x, Box):
+        return _core.bind(real_p, x) if is_complex(x) else x
+    return np.real(x)
+
+
+def imag(x):
+    """``np.imag``: the imaginary part, differentiable (a constant 0 on real values)."""
+    if isinstance(x, Box):
+        if is_complex(x):
+            return _core.bind(imag_p, x)
+        return np.zeros_like(concrete(x))
+    return np.imag(x)
+
+
+def conjugate(x):
+    """``np.conjugate``: the complex conjugate, differentiable."""
+    if isinstance(x, Box):
+        return _core.bind(conj_p, x) if is_complex(x) else x
+    return np.conjugate(x)
+
+
+def angle(z, deg=False):
+    """``np.angle``: the argument of ``z``, ``arctan2(imag(z), real(z))`` (as JAX).
+
+    On real values it is a constant (0 or pi) with derivative 0.
+    """
+    if isinstance(z, Box) and is_complex(z):
+        out = arctan2(imag(z), real(z))
+        return out * (180.0 / np.pi) if deg else out
+    return np.angle(concrete(z), deg=deg)
+
+
+UFUNCS[np.conjugate] = conjugate
+BY_NAME.update(real=real, imag=imag, conjugate=conjugate, angle=angle)
+NUMPY_FUNCTIONS.update({np.real: real, np.imag: imag, np.angle: angle})
+TRACER_METHODS.update(conj=conjugate, conjugate=conjugate)
+__all__ += ["real", "imag", "conjugate", "conj", "angle"]
+conj = conjugate
+
+
 # stop_gradient: the identity with no derivative (a constant to every transform,
 # recomputed on replay)
 stop_gradient_p = Primitive("stop_gradient", lambda x: np.array(x, copy=True)
                             if isinstance(x, np.ndarray) else x, saves=())
 stop_gradient_p.defvjp(lambda g, ans, x: None)
 stop_gradient_p.defjvp(lambda t, ans, x: None)
+stop_gradient_p.complex_ok = True
 
 
 def stop_gradient(x):
@@ -407,6 +510,8 @@ astype_p = Primitive("astype", _astype_impl, saves=(), elementwise=True)
 def _astype_vjp(g, ans, x, dtype):
     if not np.issubdtype(dtype, np.inexact):
         return None
+    if is_complex(g) and not is_complex(x):      # undo the promotion to complex
+        g = real(g)
     return astype(g, np.result_type(concrete(x)))
 
 
@@ -418,6 +523,7 @@ def _astype_jvp(t, ans, x, dtype):
 
 astype_p.defvjp(_astype_vjp)
 astype_p.defjvp(_astype_jvp)
+astype_p.complex_ok = True
 
 
 def astype(x, dtype, copy=True):
@@ -426,6 +532,11 @@ def astype(x, dtype, copy=True):
     if isinstance(x, Box):
         if np.result_type(concrete(x)) == dtype and not copy:
             return x
+        if is_complex(x) and dtype.kind != "c":
+            raise NonDifferentiableError(
+                f"astype: casting a complex value to {dtype} would drop its imaginary "
+                "part (and that part's derivative); take np.real(x) (or np.abs(x)) "
+                "explicitly, then convert")
         return _core.bind(astype_p, x, dtype=dtype)
     return np.asarray(x).astype(dtype, copy=copy)
 

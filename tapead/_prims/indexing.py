@@ -104,6 +104,7 @@ def _getitem_vjp(g, ans, x, idx):
 
 
 getitem_p.defvjp(_getitem_vjp)
+getitem_p.complex_ok = True      # linear: the same rule holds for complex values
 
 
 def _after_k(idx):
@@ -171,6 +172,7 @@ def _index_add_batched(tans, ans, vals, params, K):
 
 index_add_p = Primitive("index_add_zeros", _index_add_impl, saves=(), linear=True)
 index_add_p.defvjp(lambda g, ans, u, idx, shape, dtype: getitem(g, idx))
+index_add_p.complex_ok = True      # linear: the same rule holds for complex values
 index_add_p.jvp_batched = _index_add_batched
 
 
@@ -358,6 +360,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 # copy ------------------------------------------------------------------------------
 copy_p = Primitive("copy", lambda x: np.array(x, copy=True), saves=(), linear=True)
 copy_p.defvjp(lambda g, ans, x: g)
+copy_p.complex_ok = True      # linear: the same rule holds for complex values
 copy_p.jvp_batched = lambda tans, ans, vals, params, K: tans[0]
 
 

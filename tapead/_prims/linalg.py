@@ -30,14 +30,20 @@ def _plain2d(g, a, b):
             and g.ndim == 2 and a.ndim == 2 and b.ndim == 2)
 
 
+def _real_for(x, c):
+    """c as the cotangent of a plain array x: its real part when x is real and c
+    complex (x was promoted to complex)."""
+    return c.real if c.dtype.kind == "c" and x.dtype.kind != "c" else c
+
+
 def _matmul_vjp_a(g, ans, a, b):
     if _plain2d(g, a, b):             # the common case, without the general machinery
-        return g @ b.T
+        return _real_for(a, g @ b.T)
     from tapead._prims.elementwise import unbroadcast
     from tapead._prims.shape import reshape
     na, nb = np.ndim(a), np.ndim(b)
     if na == 1 and nb == 1:
-        return g * b
+        return unbroadcast(a, g * b)
     if nb == 1:                       # (..., m, k) @ (k,) -> (..., m)
         return unbroadcast(a, reshape(g, np.shape(g) + (1,)) * b)
     if na == 1:                       # (k,) @ (..., k, n) -> (..., n)
@@ -48,12 +54,12 @@ def _matmul_vjp_a(g, ans, a, b):
 
 def _matmul_vjp_b(g, ans, a, b):
     if _plain2d(g, a, b):
-        return a.T @ g
+        return _real_for(b, a.T @ g)
     from tapead._prims.elementwise import unbroadcast
     from tapead._prims.shape import reshape
     na, nb = np.ndim(a), np.ndim(b)
     if na == 1 and nb == 1:
-        return g * a
+        return unbroadcast(b, g * a)
     if nb == 1:                       # gb_k = sum_m a_mk g_m
         gb = matmul(reshape(g, np.shape(g)[:-1] + (1, np.shape(g)[-1])), a)
         return unbroadcast(b, reshape(gb, np.shape(gb)[:-2] + (np.shape(gb)[-1],)))
@@ -66,6 +72,7 @@ matmul_p = Primitive("matmul", np.matmul)
 matmul_p.defvjp(_matmul_vjp_a, _matmul_vjp_b)
 matmul_p.defjvp(lambda t, ans, a, b: matmul(t, b), lambda t, ans, a, b: matmul(a, t))
 matmul_p.fast_vjp = _core.FAST_VJP["matmul"]      # the sweep's C shortcut for plain 2-d
+matmul_p.complex_ok = True    # bilinear: transposes, no conjugates (JAX's convention)
 
 
 def matmul(a, b):

@@ -91,6 +91,7 @@ def _sum_batched(tans, ans, vals, params, K):
 
 
 sum_p.jvp_batched = _sum_batched
+sum_p.complex_ok = True      # linear: the same rule holds for complex values
 
 
 def sum(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
@@ -116,6 +117,15 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     return s * (1.0 / n) if n else s
 
 
+def _abs2(x):
+    """|x|^2 elementwise: x * x, or Re(x conj(x)) for complex x (as numpy's var/norm)."""
+    from tapead._core import is_complex
+    if is_complex(x):
+        from tapead._prims.elementwise import conjugate, real
+        return real(x * conjugate(x))
+    return x * x
+
+
 # var, std: composites (mean, subtract, square, sum), so every order is exact -----
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     """``np.var`` with derivatives (``ddof`` as numpy: divide by n - ddof)."""
@@ -127,7 +137,7 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
         raise ValueError(f"var/std: ddof={ddof} leaves no degrees of freedom for {n} "
                          "element(s) per slice; pass a smaller ddof")
     d = x - mean(x, axis=axis, keepdims=True)
-    return sum(d * d, axis=axis, keepdims=keepdims) / float(n - ddof)
+    return sum(_abs2(d), axis=axis, keepdims=keepdims) / float(n - ddof)
 
 
 def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
@@ -295,6 +305,7 @@ def _rev_cumsum(x, axis):
 cumsum_p = Primitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis), saves=(),
                      linear=True)
 cumsum_p.defvjp(lambda g, ans, x, axis: _rev_cumsum(g, axis))
+cumsum_p.complex_ok = True      # linear: the same rule holds for complex values
 cumsum_p.jvp_batched = lambda tans, ans, vals, params, K: np.cumsum(
     tans[0], axis=params["axis"] + 1)
 
@@ -459,7 +470,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if axis is None and (ord is None or nd <= 1):
         axes = tuple(range(nd))
         if ord is None or nd == 0:
-            return _keep(sqrt(sum(x * x)), shape, axes, keepdims)
+            return _keep(sqrt(sum(_abs2(x))), shape, axes, keepdims)
     elif axis is None:
         axes = tuple(range(nd))
     else:
@@ -467,7 +478,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
         axes = tuple(int(a) % nd for a in axes)
     if len(axes) == 1:
         if ord is None or ord == 2:
-            out = sqrt(sum(x * x, axis=axes))
+            out = sqrt(sum(_abs2(x), axis=axes))
         elif ord == np.inf:
             out = max(absolute(x), axis=axes)
         elif ord == -np.inf:
@@ -488,7 +499,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
                          f"{nd}-d array (pass axis= to choose the vector or matrix axes)")
     row, col = axes
     if ord is None or ord == "fro":
-        out = sqrt(sum(x * x, axis=axes))
+        out = sqrt(sum(_abs2(x), axis=axes))
     elif ord in (1, -1, np.inf, -np.inf):
         pick = max if ord > 0 else min
         if ord in (1, -1):          # largest column sum: sum over rows, then over columns

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from tapead import _core
-from tapead._core import Box, Scatter, bind  # noqa: F401  (Scatter: old import path)
+from tapead._core import Box, Scatter, bind, is_complex  # noqa: F401  (Scatter: old path)
 from tapead._prims.base import Primitive
 # indexing lives in its own module; these names stay importable from here
 from tapead._prims.indexing import (  # noqa: F401
@@ -19,6 +19,7 @@ def _any_box(*xs):
 # reshape ---------------------------------------------------------------------
 reshape_p = Primitive("reshape", lambda x, shape: np.reshape(x, shape), saves=(), linear=True)
 reshape_p.defvjp(lambda g, ans, x, shape: reshape(g, np.shape(x)))
+reshape_p.complex_ok = True      # linear: the same rule holds for complex values
 reshape_p.jvp_batched = lambda tans, ans, vals, params, K: np.reshape(
     tans[0], (K,) + np.shape(ans))
 
@@ -42,6 +43,7 @@ def _transpose_impl(x, axes):
 
 transpose_p = Primitive("transpose", _transpose_impl, saves=(), linear=True)
 transpose_p.defvjp(lambda g, ans, x, axes: transpose(g, tuple(np.argsort(axes))))
+transpose_p.complex_ok = True      # linear: the same rule holds for complex values
 transpose_p.jvp_batched = lambda tans, ans, vals, params, K: np.transpose(
     tans[0], (0,) + tuple(a + 1 for a in params["axes"]))
 
@@ -77,6 +79,7 @@ def _broadcast_vjp(g, ans, x, shape):
 
 
 broadcast_p.defvjp(_broadcast_vjp)
+broadcast_p.complex_ok = True      # linear: the same rule holds for complex values
 broadcast_p.jvp_batched = lambda tans, ans, vals, params, K: np.broadcast_to(
     np.reshape(tans[0], (K,) + (1,) * (len(params["shape"]) - np.ndim(vals[0]))
                + np.shape(vals[0])), (K,) + tuple(params["shape"]))
@@ -105,10 +108,15 @@ def _concat_vjp(k, g, ans, *xs, axis=0):
     start = int(np.sum(sizes[:k]))
     sl = [slice(None)] * np.ndim(ans)
     sl[axis] = slice(start, start + sizes[k])
-    return getitem(g, tuple(sl))
+    g = getitem(g, tuple(sl))
+    if is_complex(g) and not is_complex(xs[k]):      # undo the promotion to complex
+        from tapead._prims.elementwise import real
+        g = real(g)
+    return g
 
 
 concat_p.defvjp_any(_concat_vjp)
+concat_p.complex_ok = True      # linear: the same rule holds for complex values
 
 
 def _concat_batched(tans, ans, vals, params, K):
@@ -134,8 +142,18 @@ def concatenate(xs, axis=0):
 
 stack_p = Primitive("stack", lambda *xs, axis=0: np.stack(xs, axis=axis), saves=(),
                     linear=True)
-stack_p.defvjp_any(lambda k, g, ans, *xs, axis=0:
-                   getitem(g, (slice(None),) * axis + (k,)))
+
+
+def _stack_vjp(k, g, ans, *xs, axis=0):
+    gk = getitem(g, (slice(None),) * axis + (k,))
+    if _core.is_complex(gk) and not _core.is_complex(xs[k]):   # a real piece
+        from tapead._prims.elementwise import real   # elementwise imports this module
+        gk = real(gk)
+    return gk
+
+
+stack_p.defvjp_any(_stack_vjp)
+stack_p.complex_ok = True      # linear: the same rule holds for complex values
 
 
 def _stack_batched(tans, ans, vals, params, K):
