@@ -402,7 +402,7 @@ cdef class Tape(Trace):
                 o = self.op[i]
                 if o == OP_OBJ:
                     if hobj[i]:
-                        gobj = oadj[i]
+                        gobj = _settle(oadj[i])
                         if adj[i] != 0.0:
                             gobj = gobj + adj[i]
                     elif adj[i] != 0.0:
@@ -426,7 +426,7 @@ cdef class Tape(Trace):
                         if c is not None:
                             _accumulate(pid, c, adj, hobj, oadj)
                 elif hobj[i]:
-                    gobj = oadj[i]
+                    gobj = _settle(oadj[i])
                     if adj[i] != 0.0:
                         gobj = gobj + adj[i]
                     steps += 1
@@ -445,7 +445,7 @@ cdef class Tape(Trace):
             result = []
             for i in wrt:
                 if hobj[i]:
-                    r = oadj[i]
+                    r = _settle(oadj[i])
                     if adj[i] != 0.0:
                         r = r + adj[i]
                     result.append(r)
@@ -564,14 +564,58 @@ cdef object _gather(double *adj, object wrt):
     return out
 
 
+@cython.final
+cdef class _PendingScatters:
+    """The adjoint of one array node while traced scatters into it are
+    collected: ``base`` (the rest of the adjoint, or None) plus the
+    ``Scatter`` cotangents whose values are boxes of an outer transform.
+    Adding each of them as a dense traced array would cost the array's size
+    per scatter (O(n**2) for the n elements of a loop's ``xs``); they are
+    added with one traced operation when the sweep reaches the node."""
+    cdef list items
+    cdef object base
+
+
+cdef inline bint _is_traced_scatter(object c):
+    return type(c) is Scatter and (type((<Scatter>c).g) is Tracer or
+                                   type((<Scatter>c).g) is Dual)
+
+
+cdef inline object _settle(object o):
+    """An adjoint as a value: pending traced scatters added up."""
+    cdef _PendingScatters p
+    if type(o) is not _PendingScatters:
+        return o
+    p = <_PendingScatters>o
+    total = _box_methods["add_scatters"](p.items)
+    return total if p.base is None else p.base + total
+
+
 cdef inline void _accumulate(Py_ssize_t j, object c, double *adj,
                              unsigned char *hobj, list oadj) except *:
     """adjoint[j] += c.  hobj[j]: 0 = float adjoint only, 1 = object adjoint
     that may be shared with another node, 2 = object adjoint this sweep owns
-    (updated in place)."""
+    (updated in place), 3 = traced scatters pending (``_PendingScatters``)."""
     cdef object cur
+    cdef _PendingScatters pend
     if isinstance(c, float):
         adj[j] += <double>c
+        return
+    if hobj[j] == 3:
+        pend = <_PendingScatters>oadj[j]
+        if _is_traced_scatter(c):
+            pend.items.append(c)
+            return
+        if type(c) is Scatter:
+            c = (<Scatter>c).dense()
+        pend.base = c if pend.base is None else pend.base + c
+        return
+    if _is_traced_scatter(c):
+        pend = _PendingScatters()
+        pend.items = [c]
+        pend.base = oadj[j] if hobj[j] else None
+        oadj[j] = pend
+        hobj[j] = 3
         return
     if type(c) is Scatter:
         if hobj[j] == 2 and (<Scatter>c).fits(oadj[j]):
