@@ -319,3 +319,144 @@ cdef class RevolveCursor:
                 "internal error: the revolve kernel ran out of snapshot "
                 "slots; please report this with L and s")
         return (row[0], row[1], row[2])
+
+
+# ---------------------------------------------------------------------------
+# Online checkpointing: loops whose length is unknown until they end
+# ---------------------------------------------------------------------------
+#
+# The placement rule is the dynamic checkpointing of Wang, Moin & Iaccarino
+# ("Minimal repetition dynamic checkpointing algorithm for unsteady adjoint
+# calculation", SIAM J. Sci. Comput. 31(4), 2009).  Every stored state has a
+# level; the initial state is kept for good.  When state i is produced:
+#
+# * a free slot takes it at level 0;
+# * else, if some stored state is *dispensable* (a later stored state has a
+#   higher level), the latest dispensable one is evicted and state i takes
+#   its slot at level 0;
+# * else the latest stored state is evicted and state i takes its level + 1.
+#
+# The stored states then split [0, n) into segments that are short near the
+# end; the reverse sweep reverses them last to first with revolve, segment j
+# (starting at the j-th stored state) getting the s - j slots not held by
+# the earlier ones.
+
+
+cdef class OnlineCheckpoints:
+    """Where to keep snapshots of a loop of unknown length (in C).
+
+    Parameters
+    ----------
+    s : int
+        Snapshot budget, the initial state included, ``s >= 1``.
+
+    Call :meth:`place` with each new state index ``1, 2, ...`` in order;
+    :meth:`stored` gives the stored state indices at any time.
+    """
+    cdef int64_t snaps
+    cdef int64_t count          # stored states besides the initial one
+    cdef int64_t* steps         # their indices, ascending
+    cdef int64_t* levels        # and their levels
+
+    def __cinit__(self, s):
+        self.steps = NULL
+        self.levels = NULL
+        self.snaps = _checked_count(s, "s", 1)
+        self.count = 0
+        self.steps = <int64_t*> malloc(self.snaps * sizeof(int64_t))
+        self.levels = <int64_t*> malloc(self.snaps * sizeof(int64_t))
+        if self.steps == NULL or self.levels == NULL:
+            raise MemoryError("out of memory while starting the schedule")
+
+    def __dealloc__(self):
+        free(self.steps)
+        free(self.levels)
+
+    cpdef int64_t place(self, int64_t i):
+        """Decide about state ``i`` (the states come in order).
+
+        Returns
+        -------
+        int
+            ``-1``: state ``i`` is stored in a free slot; ``-2``: it is not
+            stored (``s == 1``: only the initial state is kept); otherwise
+            the index of the stored state to drop, whose slot ``i`` takes.
+        """
+        return _online_place(self.snaps, &self.count, self.steps, self.levels, i)
+
+    def stored(self):
+        """Indices of the stored states, ascending, the initial state 0 first."""
+        return [0] + [self.steps[k] for k in range(self.count)]
+
+
+cdef int64_t _online_place(int64_t snaps, int64_t* count, int64_t* steps,
+                           int64_t* levels, int64_t i) noexcept nogil:
+    """The placement rule above on sorted arrays (see OnlineCheckpoints.place)."""
+    cdef int64_t k, j, top = -1, victim = -1, dropped, level = 0
+    if snaps <= 1:
+        return -2
+    if count[0] < snaps - 1:
+        steps[count[0]] = i
+        levels[count[0]] = 0
+        count[0] += 1
+        return -1
+    for k in range(count[0] - 1, -1, -1):      # latest first
+        if levels[k] < top:
+            victim = k
+            break
+        if levels[k] > top:
+            top = levels[k]
+    if victim < 0:                             # none dispensable: replace the latest
+        victim = count[0] - 1
+        level = levels[victim] + 1
+    dropped = steps[victim]
+    for j in range(victim, count[0] - 1):      # close the gap, append i at the end
+        steps[j] = steps[j + 1]
+        levels[j] = levels[j + 1]
+    steps[count[0] - 1] = i
+    levels[count[0] - 1] = level
+    return dropped
+
+
+def online_segments(n, s):
+    """The stored states after an ``n``-step loop under the online rule.
+
+    Parameters
+    ----------
+    n : int
+        Number of steps the loop ran, ``n >= 0``.
+    s : int
+        Snapshot budget, the initial state included, ``s >= 1``.
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        Indices of the stored states below ``n``, ascending (``0`` first):
+        the starts of the segments the reverse sweep reverses.
+    """
+    cdef int64_t steps_n = _checked_count(n, "n", 0)
+    cdef int64_t snaps = _checked_count(s, "s", 1)
+    cdef int64_t count = 0, i, k, m = 0
+    cdef int64_t* steps = <int64_t*> malloc(snaps * sizeof(int64_t))
+    cdef int64_t* levels = <int64_t*> malloc(snaps * sizeof(int64_t))
+    cdef int64_t[::1] view
+    if steps == NULL or levels == NULL:
+        free(steps)
+        free(levels)
+        raise MemoryError("out of memory while computing the schedule")
+    try:
+        with nogil:
+            for i in range(1, steps_n + 1):
+                _online_place(snaps, &count, steps, levels, i)
+        out = np.empty(count + 1, dtype=np.int64)
+        view = out
+        view[0] = 0
+        m = 1
+        for k in range(count):
+            if steps[k] < steps_n:
+                view[m] = steps[k]
+                m += 1
+        return out[:m].copy()
+    finally:
+        free(steps)
+        free(levels)
