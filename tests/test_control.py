@@ -196,8 +196,8 @@ def test_while_loop_finite_differences_forward_reverse_second_order(ck):
     t = ta.jvp(lambda x0: f(P, x0), (1.5,), (1.0,))[1]
     t_ref = ta.jvp(lambda x0: _loss(python_rollout)(P, x0), (1.5,), (1.0,))[1]
     assert t == pytest.approx(t_ref, rel=1e-13)
-    hv = ta.hvp(lambda p: f(p, 1.5), (P,), (np.array([1.0, -2.0]),))[1]
-    hv_ref = ta.hvp(lambda p: _loss(python_rollout)(p, 1.5), (P,), (np.array([1.0, -2.0]),))[1]
+    hv = ta.hvp(lambda p: f(p, 1.5), (P,), (np.array([1.0, -2.0]),))
+    hv_ref = ta.hvp(lambda p: _loss(python_rollout)(p, 1.5), (P,), (np.array([1.0, -2.0]),))
     np.testing.assert_allclose(hv, hv_ref, rtol=1e-12, atol=1e-14)
 
 
@@ -367,3 +367,142 @@ def test_checkpoint_cost_errors():
         checkpoint_cost(10, 0)
     with pytest.raises(ValueError, match="n_steps must be an integer"):
         checkpoint_cost(2.5, 3)
+
+
+# ---------------------------------------------------------------------------
+# fixed_point / custom_root (implicit function theorem)
+# ---------------------------------------------------------------------------
+
+A_MAT = np.array([[0.3, -0.1, 0.05], [0.2, 0.25, -0.1], [0.0, 0.1, 0.35]])
+
+
+def contraction(x, W, b):
+    return tnp.tanh(W @ x + b) * 0.8
+
+
+def unrolled(x0, W, b, n=200):
+    x = x0
+    for _ in range(n):
+        x = contraction(x, W, b)
+    return x
+
+
+def fp(W, b, x0=np.zeros(3)):
+    return ta.fixed_point(contraction, x0, W, b)
+
+
+B_VEC = np.array([0.3, -0.2, 0.5])
+
+
+def test_fixed_point_derivatives_equal_the_unrolled_iteration():
+    x = fp(A_MAT, B_VEC)
+    np.testing.assert_allclose(x, contraction(x, A_MAT, B_VEC), atol=1e-13)
+    J = ta.jacrev(lambda b: fp(A_MAT, b))(B_VEC)
+    J_ref = ta.jacrev(lambda b: unrolled(np.zeros(3), A_MAT, b))(B_VEC)
+    np.testing.assert_allclose(J, J_ref, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(ta.jacfwd(lambda b: fp(A_MAT, b))(B_VEC), J_ref,
+                               rtol=1e-12, atol=1e-13)
+    gW = ta.grad(lambda W: tnp.sum(fp(W, B_VEC) ** 2))(A_MAT)
+    gW_ref = ta.grad(lambda W: tnp.sum(unrolled(np.zeros(3), W, B_VEC) ** 2))(A_MAT)
+    np.testing.assert_allclose(gW, gW_ref, rtol=1e-11, atol=1e-13)
+    # second order, both compositions
+    H = ta.hessian(lambda b: tnp.sum(fp(A_MAT, b) ** 3))(B_VEC)
+    H_ref = ta.hessian(lambda b: tnp.sum(unrolled(np.zeros(3), A_MAT, b) ** 3))(B_VEC)
+    np.testing.assert_allclose(H, H_ref, rtol=1e-11, atol=1e-13)
+    hv = ta.hvp(lambda b: tnp.sum(fp(A_MAT, b) ** 3), (B_VEC,), (np.array([1.0, 0.5, -1.0]),))
+    np.testing.assert_allclose(hv, H_ref @ np.array([1.0, 0.5, -1.0]), rtol=1e-11, atol=1e-13)
+    ta.check_grads(lambda b: tnp.sum(fp(A_MAT, b) ** 3), (B_VEC,), order=2,
+                   modes=("fwd", "rev"))
+
+
+def test_fixed_point_does_not_depend_on_x0_and_stores_no_iterations():
+    g = ta.grad(lambda x0: tnp.sum(fp(A_MAT, B_VEC, x0)), 0)(np.array([0.1, 0.2, 0.3]))
+    assert g is None or np.all(np.asarray(g) == 0.0)
+    # the tape holds the same number of nodes however long the solver ran
+    sizes = [ta.record(lambda b: tnp.sum(ta.fixed_point(contraction, np.zeros(3), A_MAT, b,
+                                                        tol=tol)), B_VEC).n_nodes
+             for tol in (1e-3, 1e-14)]
+    assert sizes[0] == sizes[1] <= 3
+
+
+def test_fixed_point_scalar_with_several_params():
+    def f(x, a, c):
+        return tnp.cos(x) * a + c
+    x = ta.fixed_point(f, 0.3, 0.7, 0.1)
+    ga, gc = ta.grad(lambda a, c: ta.fixed_point(f, 0.3, a, c), (0, 1))(0.7, 0.1)
+    d = 1.0 + 0.7 * np.sin(x)
+    assert ga == pytest.approx(np.cos(x) / d, rel=1e-12)
+    assert gc == pytest.approx(1.0 / d, rel=1e-12)
+    ta.check_grads(lambda a, c: ta.fixed_point(f, 0.3, a, c), (0.7, 0.1), order=2)
+
+
+def newton(f, x):
+    for _ in range(40):
+        x = x - f(x) / ta.grad(f)(x)
+    return x
+
+
+def sqrt_cubed(a):
+    return ta.custom_root(lambda y: y ** 2 - a ** 3, 1.0, newton, lambda g, y: y / g(1.0))
+
+
+def test_custom_root_scalar_first_and_second_order():
+    assert sqrt_cubed(4.0) == pytest.approx(8.0, rel=1e-14)
+    assert ta.grad(sqrt_cubed)(4.0) == pytest.approx(1.5 * 4.0 ** 0.5, rel=1e-13)
+    # d2/da2 a**1.5 = 0.75 a**-0.5
+    assert ta.grad(ta.grad(sqrt_cubed))(4.0) == pytest.approx(0.75 / 2.0, rel=1e-12)
+    assert ta.jvp(sqrt_cubed, (4.0,), (1.0,))[1] == pytest.approx(3.0, rel=1e-13)
+    ta.check_grads(sqrt_cubed, (4.0,), order=2, modes=("fwd", "rev"))
+
+
+def test_custom_root_vector_with_dense_tangent_solve():
+    def dense_solve(g, y):
+        n = np.shape(y)[0]
+        cols = [g(np.eye(n)[k]) for k in range(n)]
+        return tnp.linalg.solve(tnp.stack(cols, axis=1), y)
+
+    def vector_newton(f, x):
+        for _ in range(30):
+            x = x - np.linalg.solve(ta.jacfwd(f)(x), f(x))
+        return x
+
+    def root(W, b):
+        return ta.custom_root(lambda x: x - contraction(x, W, b), np.zeros(3),
+                              vector_newton, dense_solve)
+    np.testing.assert_allclose(root(A_MAT, B_VEC), fp(A_MAT, B_VEC), atol=1e-13)
+    J = ta.jacrev(lambda b: root(A_MAT, b))(B_VEC)
+    np.testing.assert_allclose(J, ta.jacrev(lambda b: fp(A_MAT, b))(B_VEC), rtol=1e-12)
+    H = ta.hessian(lambda b: tnp.sum(root(A_MAT, b) ** 3))(B_VEC)
+    H_ref = ta.hessian(lambda b: tnp.sum(unrolled(np.zeros(3), A_MAT, b) ** 3))(B_VEC)
+    np.testing.assert_allclose(H, H_ref, rtol=1e-11, atol=1e-13)
+
+
+@needs_jax
+def test_custom_root_against_jax():
+    def j_newton(f, x):
+        for _ in range(40):
+            x = x - f(x) / jax.grad(f)(x)
+        return x
+
+    def j_sqrt_cubed(a):
+        return jax.lax.custom_root(lambda y: y ** 2 - a ** 3, 1.0, j_newton,
+                                   lambda g, y: y / g(1.0))
+    for a in (0.5, 4.0, 9.0):
+        assert ta.grad(sqrt_cubed)(a) == pytest.approx(float(jax.grad(j_sqrt_cubed)(a)),
+                                                       rel=1e-13)
+        assert ta.grad(ta.grad(sqrt_cubed))(a) == pytest.approx(
+            float(jax.grad(jax.grad(j_sqrt_cubed))(a)), rel=1e-12)
+
+
+def test_implicit_errors():
+    with pytest.raises(TypeError, match="f must be callable"):
+        ta.fixed_point(3.0, 0.0)
+    with pytest.raises(RuntimeError, match="no convergence after max_iter=50"):
+        ta.fixed_point(lambda x, a: x * a + 1.0, 0.0, 1.5, max_iter=50)
+    with pytest.raises(TypeError, match="structure and shapes of x0"):
+        ta.fixed_point(lambda x, a: tnp.concatenate([x, x]) * a, np.zeros(2), 0.5)
+    with pytest.raises(TypeError, match="tangent_solve must be callable"):
+        ta.custom_root(lambda y: y - 1.0, 0.0, newton, None)
+    with pytest.raises(TypeError, match="structure and shapes of initial_guess"):
+        ta.grad(lambda a: ta.custom_root(lambda y: y - a, 0.0, lambda f, x: (x, x),
+                                         lambda g, y: y))(1.0)
