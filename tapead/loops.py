@@ -157,10 +157,17 @@ def _scan_plain(f, init, xs, length, reverse):
     x_leaves, x_tree = tree_flatten(xs) if xs is not None else ([], None)
     carry, ys = init, []
     order = range(length - 1, -1, -1) if reverse else range(length)
-    for i in order:
-        x = tree_unflatten(x_tree, [leaf[i] for leaf in x_leaves]) if xs is not None else None
-        carry, y = f(carry, x)
-        ys.append(y)
+    if xs is not None and x_tree.kind == "leaf":       # one array: no pytree per step
+        leaf = x_leaves[0]
+        for i in order:
+            carry, y = f(carry, leaf[i])
+            ys.append(y)
+    else:
+        for i in order:
+            x = tree_unflatten(x_tree, [leaf[i] for leaf in x_leaves]) \
+                if xs is not None else None
+            carry, y = f(carry, x)
+            ys.append(y)
     if reverse:
         ys.reverse()
     return carry, _stack_ys(ys)
@@ -176,6 +183,9 @@ def _stack_leaf(items):
 def _stack_ys(ys):
     if not ys or ys[0] is None:
         return None
+    if isinstance(ys[0], (Box, float, np.ndarray, np.generic)):   # one leaf per step
+        from tapead._prims.shape import stack
+        return stack(ys)
     leaves0, tree = tree_flatten(ys[0])
     per_leaf = list(zip(*[tree_flatten(y)[0] for y in ys]))
     from tapead._prims.shape import stack

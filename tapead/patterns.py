@@ -252,6 +252,7 @@ SPARSITY_RULES: dict = {
     "broadcast_to": _move_rule,
     "getitem": _move_rule,
     "concatenate": _move_rule,
+    "stack": _move_rule,
     "copy": _move_rule,
     "index_update": _index_update_rule,
     "index_add_zeros": _index_add_zeros_rule,

@@ -142,15 +142,54 @@ def concatenate(xs, axis=0):
     return np.concatenate(xs, axis=axis)
 
 
+def _shape(x):
+    shape = getattr(x, "shape", None)      # boxes and arrays: no numpy dispatch
+    return tuple(shape) if shape is not None else np.shape(x)
+
+
+# stack: one node for n pieces (a loop's n outputs), not n reshapes and a
+# concatenation; like concatenate it saves no inputs, so reversing it is O(n)
+def _stack_impl(*xs, axis=0):
+    return np.stack(xs, axis=axis)
+
+
+stack_p = Primitive("stack", _stack_impl, saves=(), linear=True)
+stack_p.save_fn = lambda vals, ans: ()
+
+
+def _stack_vjp(k, g, ans, axis=0):
+    if axis == 0:
+        return g[k]
+    sl = [slice(None)] * np.ndim(ans)
+    sl[axis] = k
+    return getitem(g, tuple(sl))
+
+
+stack_p.defvjp_any(_stack_vjp)
+
+
+def _stack_batched(tans, ans, vals, params, K):
+    """K directions at once: the tangents stacked one axis further in."""
+    dtype = np.result_type(_core.concrete(ans))
+    parts = [np.zeros((K,) + np.shape(v), dtype) if t is None else
+             t if np.shape(t) == (K,) + np.shape(v) else reshape(t, (K,) + np.shape(v))
+             for t, v in zip(tans, vals)]
+    return stack(parts, axis=params["axis"] + 1)
+
+
+stack_p.jvp_batched = _stack_batched
+
+
 def stack(xs, axis=0):
     """``np.stack`` with derivatives."""
     xs = tuple(xs)
     if not _any_box(*xs):
         return np.stack(xs, axis=axis)
-    nd = np.ndim(xs[0]) + 1
-    axis = axis % nd
-    expanded = [reshape(x, np.shape(x)[:axis] + (1,) + np.shape(x)[axis:]) for x in xs]
-    return concatenate(expanded, axis=axis)
+    shape = _shape(xs[0])
+    if any(_shape(x) != shape for x in xs):
+        raise ValueError("all input arrays must have the same shape, got "
+                         f"{sorted({np.shape(x) for x in xs})}")
+    return bind(stack_p, *xs, axis=axis % (len(shape) + 1))
 
 
 def _axes(axis, ndim, what):
