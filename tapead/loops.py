@@ -243,9 +243,19 @@ def _scan_cotangents(g, leaves, f, c_tree, x_tree, n_c, length, reverse, s, info
              if not isinstance(x, Box) else None for x in xs_leaves]
     xs_ct_boxes = [[None] * length for _ in xs_leaves]
 
+    replayed = _StepTape.for_scan(f, c_tree, x_tree, n_c, xs_leaves, leaves, g,
+                                  index_offset, reverse, length)
+
     def backward_step(state, i, adj_next):
         j = length - 1 - i if reverse else i
         x_now = [leaf[j] for leaf in xs_leaves]
+        if replayed is not None:
+            cts = replayed.pullback(list(state) + x_now,
+                                    list(adj_next) + [gy[j] for gy in g_ys])
+            if cts is not None:
+                for k in range(len(xs_leaves)):
+                    xs_ct[k][j] += cts[n_c + k]
+                return tuple(cts[:n_c])
 
         def one(*flat):
             st, xl = flat[:n_c], flat[n_c:]
@@ -283,6 +293,81 @@ def _scan_cotangents(g, leaves, f, c_tree, x_tree, n_c, length, reverse, s, info
     cache["key"], cache["cts"], cache["g"] = id(g), cts, g
     cache["stats"] = chain.stats
     return cts
+
+
+class _StepTape:
+    """A loop body recorded once on its own tape and replayed at each step.
+
+    The reverse sweep of a checkpointed loop reverses every step from its
+    input state; recording the body anew each time (``vjp``) re-runs the
+    Python code, while a replay of the recorded tape re-evaluates it in C and
+    one reverse sweep gives the step's cotangents.  Used for first
+    derivatives of plain (untraced) states only; a replay whose recorded
+    branch flips (a guard) returns None and the caller records that step
+    the slow way.
+    """
+
+    def __init__(self, tape, in_ids, out_ids, out_like, in_like):
+        self.tape, self.in_ids, self.out_ids = tape, in_ids, out_ids
+        self.out_like, self.in_like = out_like, in_like
+
+    @classmethod
+    def record(cls, one, inputs):
+        """Record ``one(*inputs) -> tuple of leaves``, or None if it cannot be
+        replayed safely (an inner transform, an output that is not a value of
+        this tape, an input that is not a float array or number)."""
+        if not all(type(x) in (float, np.float64) or (
+                type(x) is np.ndarray and x.dtype.kind == "f") for x in inputs):
+            return None
+        started = _core.traces_started()
+        tape = Tape()
+        try:
+            try:
+                tracers = tape.input_many(list(inputs))
+                outs = one(*tracers)
+            finally:
+                tape.active = False
+        except Exception:
+            return None
+        if _core.traces_started() - started > 1:
+            return None                     # an inner transform saw recorded values
+        out_ids = []
+        for x in outs:
+            if not (type(x) is _core.Tracer and x.tape is tape):
+                return None
+            out_ids.append(x.idx)
+        in_ids = list(tape.inputs[len(tape.inputs) - len(inputs):])
+        return cls(tape, in_ids, out_ids, [x.primal for x in outs], list(inputs))
+
+    @classmethod
+    def for_scan(cls, f, c_tree, x_tree, n_c, xs_leaves, leaves, g, index_offset,
+                 reverse, length):
+        if index_offset is not None or x_tree is None or isinstance(g, Box) or \
+                any(isinstance(x, Box) for x in leaves) or length == 0:
+            return None                    # fori_loop's index is baked in; higher order
+        j = length - 1 if reverse else 0
+
+        def one(*flat):
+            carry, y = f(tree_unflatten(c_tree, list(flat[:n_c])),
+                         tree_unflatten(x_tree, list(flat[n_c:])))
+            return tuple(tree_flatten(carry)[0]) + (tuple(tree_flatten(y)[0])
+                                                    if y is not None else ())
+        inputs = [_core.concrete(x) for x in leaves[:n_c]] + [leaf[j] for leaf in xs_leaves]
+        return cls.record(one, inputs)
+
+    def pullback(self, inputs, cotangents):
+        """Cotangents of the inputs at ``inputs`` (a list per input), or None
+        when the recorded program does not apply there."""
+        from tapead.errors import GuardFlippedError, TapeReplayError
+        try:
+            self.tape.replay(inputs)
+        except (GuardFlippedError, TapeReplayError):
+            return None
+        seeds = [float(c) if np.ndim(c) == 0 else np.broadcast_to(c, np.shape(o))
+                 for c, o in zip(cotangents, self.out_like)]
+        adj = self.tape.backward(self.out_ids, seeds, self.in_ids)
+        return [np.float64(a) if type(a) is float else
+                (np.zeros_like(x) if a is None else a) for a, x in zip(adj, inputs)]
 
 
 scan_p = Primitive("scan", _scan_impl)

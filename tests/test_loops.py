@@ -52,8 +52,31 @@ def test_scan_reverse_uses_revolve_step_counts(L, s):
         return c * 1.01 + tnp.sin(c) * x, None
     xs = np.linspace(0, 1, L)
     ta.grad(lambda c: ta.scan(body, c, xs, checkpoints=s)[0])(0.4)
-    # forward run L + revolve's recomputation t(L, s) + 1 + one taped step per reversal L
+    # forward run L + revolve's recomputation t(L, s) + 1 + one recording of the
+    # body, whose tape is replayed (in C) for each of the L reversals
+    assert len(calls) == L + optimal_forward_steps(L, s) + 1 + 1
+    # fori_loop passes the step index as a Python int, which a recording would
+    # freeze: each reversal runs the body again
+    calls.clear()
+    ta.grad(lambda c: ta.fori_loop(0, L, lambda i, v: body(v, 0.1 * i)[0], c,
+                                   checkpoints=s))(0.4)
     assert len(calls) == L + optimal_forward_steps(L, s) + 1 + L
+
+
+def test_checkpointed_scan_replay_falls_back_when_a_branch_flips():
+    def body(c, x):
+        c = c * 1.05 + x if c < 1.0 else c * 0.9 - tnp.sin(x)   # flips along the run
+        return c, c * c
+    xs = np.linspace(0.0, 0.3, 60)
+
+    def f(c0, ck):
+        c, ys = ta.scan(body, c0, xs, checkpoints=ck)
+        return c + tnp.sum(ys)
+    for ck in (1, 3, 7):
+        assert ta.grad(f)(0.2, ck) == ta.grad(f)(0.2, None)
+        np.testing.assert_array_equal(
+            ta.grad(lambda x: ta.scan(body, 0.2, x, checkpoints=ck)[1].sum())(xs),
+            ta.grad(lambda x: ta.scan(body, 0.2, x)[1].sum())(xs))
 
 
 def test_array_carry_and_reverse_scan():
