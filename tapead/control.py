@@ -27,7 +27,7 @@ from tapead._prims.base import Primitive
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.checkpointing import CheckpointedChain
 from tapead.errors import ShapeError
-from tapead.loops import _closure_error, _guarded_bind, _pack, _shapes, _unpack
+from tapead.loops import _StepTape, _closure_error, _guarded_bind, _pack, _shapes, _unpack
 from tapead.online import OnlineChain
 
 __all__ = ["cond", "switch", "while_loop"]
@@ -247,10 +247,23 @@ def _while_cotangents(g, floats, cond_fun, body_fun, tree, others, fpos, s, info
     shapes = [np.shape(_core.concrete(x)) for x in floats]
     step = _make_step(body_fun, tree, info["check"])
 
+    # all-float carries at first order: record the body once and replay it per
+    # reversed step (in C); integer leaves would be frozen in a recording
+    replay = {"tape": None, "ok": len(fpos) == len(others) and not isinstance(g, Box)
+              and not any(isinstance(x, Box) for x in floats)}
+
     def backward_step(state, i, adj):
         def one(*fl):
             out = step(_with_floats(state, fpos, fl), i)
             return tuple(out[k] for k in fpos)
+        if replay["ok"]:
+            if replay["tape"] is None:
+                replay["tape"] = _StepTape.record(one, list(state))
+                replay["ok"] = replay["tape"] is not None
+            if replay["ok"]:
+                cts = replay["tape"].pullback(list(state), list(adj))
+                if cts is not None:
+                    return tuple(cts)
         _, pullback = vjp(one, *[state[k] for k in fpos])
         return tuple(pullback(tuple(adj)))
 

@@ -251,6 +251,27 @@ def test_while_loop_recomputes_what_checkpoint_cost_predicts(n, s):
     assert calls[0] == cost["forward_step_calls"] + n
 
 
+def test_while_loop_replayed_reversal_counts_and_branch_flips():
+    calls = [0]
+
+    def body(c):
+        calls[0] += 1
+        x, t = c
+        x = x * 1.07 + 0.01 if x < 1.0 else x * 0.95 + tnp.sin(x) * 0.01   # flips
+        return x, t + 0.1
+
+    def f(x0, ck):
+        return ta.while_loop(lambda c: c[1] < 6.0, body, (x0, 0.0), checkpoints=ck)[0]
+    ref = ta.grad(lambda x: f(x, None))(0.3)
+    n = calls[0]
+    for s in (1, 2, 5):
+        calls[0] = 0
+        assert ta.grad(lambda x: f(x, s))(0.3) == ref
+        # an all-float carry: the body is recorded once and replayed per reversal,
+        # except where its branch flips relative to the recording
+        assert calls[0] <= checkpoint_cost(n, s, online=True)["forward_step_calls"] + n
+
+
 def test_online_chain_stays_within_its_budget_and_prediction():
     for n in range(0, 130, 3):
         for s in range(1, 12):
