@@ -152,8 +152,15 @@ def checkpoint(f: Callable) -> Callable:
 # scan
 # ---------------------------------------------------------------------------
 
-def _scan_plain(f, init, xs, length, reverse):
-    """The eager loop: every step recorded on the tape (or plain numpy)."""
+def _scan_plain(f, init, xs, length, reverse, fast=True):
+    """The eager loop: every step recorded on the tape (or plain numpy); a
+    scan over float carries and 1-d xs runs in C when its body allows it
+    (``tapead.scalar_scan``)."""
+    if fast and xs is not None:
+        from tapead.scalar_scan import scan_scalar
+        done = scan_scalar(f, init, xs, length, reverse)
+        if done is not None:
+            return done
     x_leaves, x_tree = tree_flatten(xs) if xs is not None else ([], None)
     carry, ys = init, []
     order = range(length - 1, -1, -1) if reverse else range(length)
@@ -333,7 +340,8 @@ class _StepTape:
             return None                     # an inner transform saw recorded values
         out_ids = []
         for x in outs:
-            if not (type(x) is _core.Tracer and x.tape is tape):
+            # a value of another transform (a closure over it) would be frozen
+            if not (type(x) is _core.Tracer and x.tape is tape) or isinstance(x.primal, Box):
                 return None
             out_ids.append(x.idx)
         in_ids = list(tape.inputs[len(tape.inputs) - len(inputs):])
@@ -408,6 +416,16 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
     checkpoints : int, optional
         Reverse-mode memory budget: the number of states held at once
         (revolve).  None records every step (fastest, most memory).
+
+    Notes
+    -----
+    With float carries and 1-d float64 ``xs``, a body made of scalar
+    operations is recorded once and all steps run in C (one tape node for
+    the loop; see ``tapead.scalar_scan``); a checkpointed scan replays one
+    recording of the body for each reversed step.  Both require the body to
+    compute from its arguments only (Python branches on traced values are
+    checked; Python state that changes between steps is not seen); anything
+    else is recorded step by step.
 
     Returns
     -------

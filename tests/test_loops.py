@@ -5,6 +5,7 @@ import pytest
 import tapead as ta
 import tapead.numpy as tnp
 from tapead._core import Scatter
+import tapead.scalar_scan  # noqa: F401  (its primitive is counted by the growth test)
 from tapead.checkpointing import optimal_forward_steps
 
 
@@ -178,13 +179,13 @@ def _rule_work(monkeypatch, run):
             total[0] += len(args) + _size(out)
             return out
         return wrapper
-    for p in _all_primitives():
-        monkeypatch.setattr(p, "impl", counted(p.impl))
-        monkeypatch.setattr(p, "vjps", [None if r is None else counted(r) for r in p.vjps])
-        if p.vjp_any is not None:
-            monkeypatch.setattr(p, "vjp_any", counted(p.vjp_any))
-    run()
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as mp:
+        for p in _all_primitives():
+            mp.setattr(p, "impl", counted(p.impl))
+            mp.setattr(p, "vjps", [None if r is None else counted(r) for r in p.vjps])
+            if p.vjp_any is not None:
+                mp.setattr(p, "vjp_any", counted(p.vjp_any))
+        run()
     return total[0]
 
 
@@ -197,8 +198,12 @@ def _rollout_loss(us):
     return (p - 1.0) ** 2 + v ** 2 + 1e-3 * tnp.sum(costs)
 
 
-@pytest.mark.parametrize("mode", ["grad", "jvp", "hvp"])
+@pytest.mark.parametrize("mode", ["grad", "grad-recorded", "jvp", "hvp"])
 def test_scan_derivative_work_grows_linearly(monkeypatch, mode):
+    if mode == "grad-recorded":          # every step on the tape, not the C loop
+        _eager(monkeypatch)
+        mode = "grad"
+
     def work(T):
         us = np.linspace(0.0, 1.0, T)
         run = {"grad": lambda: ta.grad(_rollout_loss)(us),
@@ -225,3 +230,126 @@ def test_scan_gradient_matches_hand_adjoint():
         av = av + 0.01 * ap          # p2 = p + 0.01 * v2
         ref[i] = 0.01 * av + 2e-3 * us[i]
     np.testing.assert_allclose(g, ref, rtol=1e-12, atol=1e-15)
+
+
+# ---------------------------------------------------------------------------
+# scalar scans run in C (tapead.scalar_scan)
+# ---------------------------------------------------------------------------
+
+def _fast_hits(monkeypatch):
+    import tapead.scalar_scan as ss
+    hits, orig = [], ss.scan_scalar
+
+    def spy(*args):
+        out = orig(*args)
+        hits.append(out is not None)
+        return out
+    monkeypatch.setattr(ss, "scan_scalar", spy)
+    return hits
+
+
+def _eager(monkeypatch):
+    import tapead.scalar_scan as ss
+    monkeypatch.setattr(ss, "scan_scalar", lambda *a: None)
+
+
+def _scalar_cases():
+    def rollout(c, u):
+        p, v = c
+        v = v + 0.01 * u
+        return (p + 0.01 * v, v), u * u
+
+    def two_xs(c, x):
+        a, b = x["a"], x["b"]
+        return c * tnp.cos(a) + b, {"y": c * b, "z": tnp.exp(-c * c)}
+
+    def no_y(c, x):
+        return (c[0] * 0.99 + x, tnp.sin(c[1]) + x * c[0]), None
+    xs1 = np.linspace(-1.0, 1.0, 37)
+    return [(rollout, (0.1, -0.2), xs1), (two_xs, 0.3, {"a": xs1, "b": xs1[::-1] * 0.5}),
+            (no_y, (0.4, 0.2), xs1)]
+
+
+def _scalar_loss(body, init, xs, reverse):
+    carry, ys = ta.scan(body, init, xs, reverse=reverse)
+    out = sum(tnp.sum(c) * (k + 1) for k, c in enumerate(ta.tree_flatten(carry)[0]))
+    if ys is not None:
+        out = out + sum(tnp.sum(y * y) for y in ta.tree_flatten(ys)[0])
+    return out
+
+
+@pytest.mark.parametrize("case", range(3))
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scalar_scan_in_c_equals_the_recorded_loop(monkeypatch, case, reverse):
+    body, init, xs = _scalar_cases()[case]
+    f = lambda i, x: _scalar_loss(body, i, x, reverse)        # noqa: E731
+    hits = _fast_hits(monkeypatch)
+    val = f(init, xs)
+    g = ta.grad(f, (0, 1))(init, xs)
+    assert hits[-1] is True
+    _eager(monkeypatch)
+    assert val == f(init, xs)
+    g_ref = ta.grad(f, (0, 1))(init, xs)
+    for a, b in zip(ta.tree_flatten(g)[0], ta.tree_flatten(g_ref)[0]):
+        np.testing.assert_array_equal(a, b)              # same operations: bitwise
+    monkeypatch.undo()
+    ta.check_grads(f, (init, xs), order=2, modes=("fwd", "rev"))
+
+
+def test_scalar_scan_pullback_with_a_traced_cotangent(monkeypatch):
+    body, init, xs = _scalar_cases()[0]
+
+    def h(w):
+        _, pull = ta.vjp(lambda u: ta.scan(body, init, u)[1], xs)
+        return tnp.sum(pull(w * xs)[0] ** 2)
+    hits = _fast_hits(monkeypatch)
+    got = ta.grad(h)(0.7)
+    assert True in hits
+    _eager(monkeypatch)
+    assert got == pytest.approx(ta.grad(h)(0.7), rel=1e-14)
+
+
+def test_scalar_scan_falls_back_where_a_recording_would_be_wrong(monkeypatch):
+    xs = np.linspace(0.0, 1.0, 20)
+    hits = _fast_hits(monkeypatch)
+    cases = {
+        # a Python branch on a traced value (a guard)
+        "branch": lambda p: ta.scan(lambda c, x: (c * 2.0 if c < 0.5 else c - x, None),
+                                    p, xs)[0],
+        # a closure over the value being differentiated
+        "closure": lambda p: ta.scan(lambda c, x: (c * p + x, None), 0.1, xs)[0],
+        # an integer carry, a 2-d xs, an array operation in the body
+        "int": lambda p: ta.scan(lambda c, x: ((c[0] + x * c[0], c[1] + 1), None),
+                                 (p, 0), xs)[0][0],
+        "2d": lambda p: ta.scan(lambda c, x: (c + tnp.sum(x) * c, None), p,
+                                np.ones((20, 2)))[0],
+        "array-op": lambda p: ta.scan(lambda c, x: (tnp.sum(tnp.stack([c, x]) * c), None),
+                                      p, xs)[0],
+    }
+    got = {}
+    for name, f in cases.items():
+        hits.clear()
+        got[name] = ta.grad(f)(0.3)
+        assert hits == [False], name
+    _eager(monkeypatch)
+    for name, f in cases.items():
+        assert got[name] == ta.grad(f)(0.3), name
+
+
+def test_scalar_scan_closure_over_an_outer_transform(monkeypatch):
+    xs = np.linspace(0.0, 1.0, 15)
+
+    def inner(x0, p):
+        return ta.scan(lambda c, x: (c * p + tnp.sin(x * c), c * c), x0, xs)[1].sum()
+    # d/dp of d/dx0: p is traced by the outer grad only
+    got = ta.grad(lambda p: ta.grad(inner)(0.3, p))(0.9)
+    _eager(monkeypatch)
+    assert got == pytest.approx(ta.grad(lambda p: ta.grad(inner)(0.3, p))(0.9), rel=1e-14)
+    for ck in (2, 5):
+        g = ta.grad(lambda p: ta.grad(lambda x0: ta.scan(
+            lambda c, x: ((c[0] * c[1] + tnp.sin(x * c[0]), c[1]), None), (x0, p), xs,
+            checkpoints=ck)[0][0])(0.3))(0.9)
+        ref = ta.grad(lambda p: ta.grad(lambda x0: ta.scan(
+            lambda c, x: ((c[0] * c[1] + tnp.sin(x * c[0]), c[1]), None), (x0, p),
+            xs)[0][0])(0.3))(0.9)
+        assert g == pytest.approx(ref, rel=1e-13)
