@@ -456,6 +456,11 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
     if int(checkpoints) < 1:
         raise ValueError(f"scan: checkpoints={checkpoints} must be a positive number of "
                          "stored states (or None to store every step)")
+    if _index_offset is None and xs is not None:
+        from tapead.scalar_scan import scan_scalar
+        done = scan_scalar(f, init, xs, length, reverse, checkpoints=int(checkpoints))
+        if done is not None:
+            return done
     info: dict = {}
     params = dict(f=f, c_tree=c_tree, x_tree=x_tree, n_c=len(c_leaves), length=length,
                   reverse=reverse, s=int(checkpoints), info=info, cache={},

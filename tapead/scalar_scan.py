@@ -51,8 +51,11 @@ def _unboxed_column(x, tape, T):
     return None
 
 
-def scan_scalar(f, init, xs, length, reverse):
-    """``(carry, ys)`` of the scan run in C, or None when it does not apply."""
+def scan_scalar(f, init, xs, length, reverse, checkpoints=None):
+    """``(carry, ys)`` of the scan run in C, or None when it does not apply.
+
+    ``checkpoints=s``: the reverse sweep keeps at most ``s`` carries and
+    recomputes the rest (revolve, in C) instead of every step's partials."""
     c_leaves, c_tree = tree_flatten(init)
     x_leaves, x_tree = tree_flatten(xs)
     leaves = list(c_leaves) + list(x_leaves)
@@ -94,7 +97,8 @@ def scan_scalar(f, init, xs, length, reverse):
         return None
     q = len(out_y)
     flat = _core.bind(scan_scalar_p, *leaves, loop=loop, m=m, T=length, q=q,
-                      reverse=reverse, f=f, c_tree=c_tree, x_tree=x_tree, cache={})
+                      reverse=reverse, f=f, c_tree=c_tree, x_tree=x_tree, s=checkpoints,
+                      cache={})
     from tapead._prims.shape import getitem
     carry_out = tree_unflatten(c_tree, [getitem(flat, j) for j in range(m)])
     if y_tree is None:
@@ -103,11 +107,14 @@ def scan_scalar(f, init, xs, length, reverse):
     return carry_out, ys
 
 
-def _scan_scalar_impl(*vals, loop, m, T, q, reverse, f, c_tree, x_tree, cache):
+def _columns(vals, m, reverse):
     xs = np.column_stack([np.asarray(v, dtype=np.float64) for v in vals[m:]])
-    if reverse:
-        xs = xs[::-1]
-    carry, ys = loop.forward(np.array(vals[:m], dtype=np.float64), xs)
+    return xs[::-1] if reverse else xs
+
+
+def _scan_scalar_impl(*vals, loop, m, T, q, reverse, f, c_tree, x_tree, s, cache):
+    carry, ys = loop.forward(np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse),
+                             keep=s is None)
     if reverse:
         ys = ys[::-1]
     return np.concatenate([carry, ys.ravel()])
@@ -133,7 +140,7 @@ def _eager_flat(f, c_tree, x_tree, m, reverse):
     return run
 
 
-def _scan_scalar_cts(g, vals, loop, m, T, q, reverse, f, c_tree, x_tree, cache):
+def _scan_scalar_cts(g, vals, loop, m, T, q, reverse, f, c_tree, x_tree, s, cache):
     if cache.get("key") == id(g):
         return cache["cts"]
     if isinstance(g, Box) or any(isinstance(v, Box) for v in vals):
@@ -144,7 +151,13 @@ def _scan_scalar_cts(g, vals, loop, m, T, q, reverse, f, c_tree, x_tree, cache):
         gys = g[m:].reshape(T, q)
         if reverse:
             gys = gys[::-1]
-        gc, gx = loop.reverse(g[:m], gys)
+        if s is None:
+            gc, gx = loop.reverse(g[:m], gys)
+        else:
+            gc, gx, advances = loop.reverse_checkpointed(
+                np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse), g[:m],
+                gys, s)
+            cache["stats"] = {"advance_steps": int(advances), "max_snapshots": min(s, T)}
         if reverse:
             gx = gx[::-1]
         cts = [np.float64(v) for v in gc] + [np.ascontiguousarray(gx[:, j])
@@ -157,7 +170,8 @@ scan_scalar_p = Primitive("scan_scalar", _scan_scalar_impl)
 scan_scalar_p.defvjp_any(lambda k, g, ans, *vals, **p: _scan_scalar_cts(g, vals, **p)[k])
 
 
-def _scan_scalar_jvp(k, t, ans, *vals, loop, m, T, q, reverse, f, c_tree, x_tree, cache):
+def _scan_scalar_jvp(k, t, ans, *vals, loop, m, T, q, reverse, f, c_tree, x_tree, s,
+                     cache):
     from tapead.transforms import jvp
     tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(v)))
                 for j, v in enumerate(vals)]

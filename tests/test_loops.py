@@ -50,12 +50,14 @@ def test_scan_reverse_uses_revolve_step_counts(L, s):
 
     def body(c, x):
         calls.append(1)
-        return c * 1.01 + tnp.sin(c) * x, None
+        # (the 1-element array keeps this body off the scalar C loop, tested below)
+        return c * 1.01 + tnp.sin(c) * x + tnp.sum(np.zeros(1) * c), None
     xs = np.linspace(0, 1, L)
     ta.grad(lambda c: ta.scan(body, c, xs, checkpoints=s)[0])(0.4)
     # forward run L + revolve's recomputation t(L, s) + 1 + one recording of the
-    # body, whose tape is replayed (in C) for each of the L reversals
-    assert len(calls) == L + optimal_forward_steps(L, s) + 1 + 1
+    # body, whose tape is replayed (in C) for each of the L reversals, + the
+    # recording that found the body unfit for the scalar C loop
+    assert len(calls) == L + optimal_forward_steps(L, s) + 1 + 1 + 1
     # fori_loop passes the step index as a Python int, which a recording would
     # freeze: each reversal runs the body again
     calls.clear()
@@ -240,8 +242,8 @@ def _fast_hits(monkeypatch):
     import tapead.scalar_scan as ss
     hits, orig = [], ss.scan_scalar
 
-    def spy(*args):
-        out = orig(*args)
+    def spy(*args, **kw):
+        out = orig(*args, **kw)
         hits.append(out is not None)
         return out
     monkeypatch.setattr(ss, "scan_scalar", spy)
@@ -250,7 +252,7 @@ def _fast_hits(monkeypatch):
 
 def _eager(monkeypatch):
     import tapead.scalar_scan as ss
-    monkeypatch.setattr(ss, "scan_scalar", lambda *a: None)
+    monkeypatch.setattr(ss, "scan_scalar", lambda *a, **k: None)
 
 
 def _scalar_cases():
@@ -353,3 +355,46 @@ def test_scalar_scan_closure_over_an_outer_transform(monkeypatch):
             lambda c, x: ((c[0] * c[1] + tnp.sin(x * c[0]), c[1]), None), (x0, p),
             xs)[0][0])(0.3))(0.9)
         assert g == pytest.approx(ref, rel=1e-13)
+
+
+@pytest.mark.parametrize("L, s", [(1, 1), (10, 1), (30, 3), (57, 4), (100, 100), (250, 7)])
+def test_scalar_loop_checkpointed_reverse_is_revolve_in_c(L, s):
+    from tapead import _core
+    body = _core.Tape()
+    c, u, x = body.input_many([0.3, -0.1, 0.5])
+    c2 = c * 1.01 + tnp.sin(c * u) * x
+    u2 = u - 0.1 * x * c
+    y = c2 * u2
+    body.active = False
+    loop = _core.ScalarLoop(body, [c.idx, u.idx], [x.idx], [c2.idx, u2.idx], [y.idx])
+    xs = np.linspace(0.0, 1.0, L)[:, None]
+    carry0 = np.array([0.3, -0.1])
+    rng = np.random.default_rng(L)
+    g_c, g_y = rng.standard_normal(2), rng.standard_normal((L, 1))
+    carry, ys = loop.forward(carry0, xs)
+    ref = loop.reverse(g_c, g_y)
+    carry_v, ys_v = loop.forward(carry0, xs, keep=False)
+    np.testing.assert_array_equal(carry_v, carry)
+    np.testing.assert_array_equal(ys_v, ys)
+    gc, gx, advances = loop.reverse_checkpointed(carry0, xs, g_c, g_y, s)
+    np.testing.assert_array_equal(gc, ref[0])           # same operations: bitwise
+    np.testing.assert_array_equal(gx, ref[1])
+    assert advances == optimal_forward_steps(L, s)
+
+
+def test_checkpointed_scalar_scan_in_c_equals_the_recorded_loop(monkeypatch):
+    body, init, xs = _scalar_cases()[0]
+    hits = _fast_hits(monkeypatch)
+    for ck in (1, 3, 10):
+        for rev in (False, True):
+            f = lambda u: _scalar_loss_ck(body, init, u, rev, ck)      # noqa: E731
+            g = ta.grad(f)(xs)
+            assert hits[-1] is True
+            ref = ta.grad(lambda u: _scalar_loss(body, init, u, rev))(xs)
+            np.testing.assert_array_equal(g, ref)
+
+
+def _scalar_loss_ck(body, init, xs, reverse, ck):
+    carry, ys = ta.scan(body, init, xs, reverse=reverse, checkpoints=ck)
+    out = sum(tnp.sum(c) * (k + 1) for k, c in enumerate(ta.tree_flatten(carry)[0]))
+    return out + sum(tnp.sum(y * y) for y in ta.tree_flatten(ys)[0])
