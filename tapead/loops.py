@@ -164,16 +164,21 @@ def _scan_plain(f, init, xs, length, reverse, fast=True):
     x_leaves, x_tree = tree_flatten(xs) if xs is not None else ([], None)
     carry, ys = init, []
     order = range(length - 1, -1, -1) if reverse else range(length)
+    c_tree = tree_flatten(init)[1]
+
+    def checked(out):                 # the first step's result, checked
+        _step_out(out, c_tree)
+        return out
     if xs is not None and x_tree.kind == "leaf":       # one array: no pytree per step
         leaf = x_leaves[0]
         for i in order:
-            carry, y = f(carry, leaf[i])
+            carry, y = checked(f(carry, leaf[i])) if not ys else f(carry, leaf[i])
             ys.append(y)
     else:
         for i in order:
             x = tree_unflatten(x_tree, [leaf[i] for leaf in x_leaves]) \
                 if xs is not None else None
-            carry, y = f(carry, x)
+            carry, y = checked(f(carry, x)) if not ys else f(carry, x)
             ys.append(y)
     if reverse:
         ys.reverse()
@@ -205,13 +210,26 @@ def _x_at(x_tree, xs_leaves, j, index_offset):
     return None if index_offset is None else index_offset + j
 
 
+def _step_out(out, c_tree):
+    """``f``'s ``(carry, y)``, checked: the carry keeps ``init``'s structure."""
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError("scan: f must return a pair (carry, y); use (carry, None) when "
+                        f"there is no per-step output (got {type(out).__name__})")
+    carry, y = out
+    leaves, tree = tree_flatten(carry)
+    if tree != c_tree:
+        raise TypeError(f"scan: f returned a carry structured as {tree}, but init is "
+                        f"{c_tree}; return the carry with init's structure")
+    return leaves, y
+
+
 def _step_fn(f, c_tree, x_tree, n_c, xs_leaves, reverse, length, index_offset):
     """state, i -> next state on flat carry leaves (plain values)."""
     def step(state, i):
         j = length - 1 - i if reverse else i
         x = _x_at(x_tree, xs_leaves, j, index_offset)
-        carry, y = f(tree_unflatten(c_tree, list(state)), x)
-        return tuple(tree_flatten(carry)[0]), y
+        leaves, y = _step_out(f(tree_unflatten(c_tree, list(state)), x), c_tree)
+        return tuple(leaves), y
     return step
 
 

@@ -136,6 +136,13 @@ def test_loop_errors():
     with pytest.raises(ValueError, match="give xs or length"):
         ta.scan(step, (0.3, 1.0))
 
+    for ck in (None, 3):
+        with pytest.raises(TypeError, match="carry structured as"):
+            ta.grad(lambda c: ta.scan(lambda cc, x: (cc[0] + x, None), (c, 1.0), XS,
+                                      checkpoints=ck)[0])(0.3)
+        with pytest.raises(TypeError, match="must return a pair"):
+            ta.grad(lambda c: ta.scan(lambda cc, x: cc + x, c, XS, checkpoints=ck))(0.3)
+
     def closes_over(p):
         return ta.scan(lambda c, x: (c * p + x, None), p * 0.5, XS, checkpoints=2)[0]
     with pytest.raises(ValueError, match="through the carry"):
