@@ -390,6 +390,7 @@ cdef raise_conversion(object x, str kind):
 include "_prim.pxi"
 include "_ufuncs.pxi"
 include "_tape.pxi"
+include "_tape_adjoints.pxi"
 include "_tape_replay.pxi"
 include "_revolve_kernel.pxi"
 include "_tape_loop.pxi"

@@ -199,7 +199,7 @@ def _while_plain(cond_fun, body_fun, init_val, check):
     val = init_val
     while _truth(cond_fun(val)):
         val = body_fun(val)
-        check(*tree_flatten(val)[::1])
+        check(*tree_flatten(val))
     return val
 
 
