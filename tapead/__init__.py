@@ -15,6 +15,9 @@ from tapead.errors import (GuardFlippedError, LeakedTracerError, MissingRuleErro
                            TapeReplayError, TapeadError)
 from tapead.testing import check_grads  # noqa: F401
 from tapead.loops import checkpoint, scan, fori_loop  # noqa: F401
+from tapead.control import cond, switch, while_loop  # noqa: F401
+from tapead.online import checkpoint_cost  # noqa: F401
+from tapead.implicit import custom_root, fixed_point  # noqa: F401
 from tapead.custom import custom_jvp, custom_vjp  # noqa: F401
 from tapead import nn, optim  # noqa: F401
 from tapead.transforms import (grad, value_and_grad, jvp, vjp, jacfwd, jacrev,  # noqa: F401

@@ -14,7 +14,17 @@ cdef class ForwardTrace(Trace):
 
     def process(self, prim, tuple args, tuple vals, ans, dict params):
         """Push the tangents of ``args`` through ``prim`` (JVP rule)."""
+        cdef Py_ssize_t k, n_duals = 0
         t = None
+        if (<PrimitiveBase>prim).linear:
+            for k in range(len(args)):
+                x = args[k]
+                if type(x) is Dual and (<Dual>x).ftrace is self:
+                    n_duals += 1
+            if n_duals > 1:
+                # jointly linear: one call on all the tangents, not one per
+                # argument (a concatenation of n duals is O(n), not O(n**2))
+                return make_dual(self, ans, prim.jvp_linear(args, self, vals, params))
         for k in range(len(args)):
             x = args[k]
             if type(x) is Dual and (<Dual>x).ftrace is self:

@@ -24,7 +24,7 @@ Layer 0 of tapead: it knows opcodes, nodes and traces, not user APIs.
 cimport cython
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memset
-from libc.stdint cimport int32_t
+from libc.stdint cimport int32_t, int64_t
 
 import numpy as np
 
@@ -403,5 +403,8 @@ def array_conversion_message(object x=None, object dtype=None):
 include "_prim.pxi"
 include "_ufuncs.pxi"
 include "_tape.pxi"
+include "_tape_adjoints.pxi"
 include "_tape_replay.pxi"
+include "_revolve_kernel.pxi"
+include "_tape_loop.pxi"
 include "_bind.pxi"

@@ -108,7 +108,10 @@ cdef bint _is_basic_index(object idx):
 cdef class Scatter:
     """A cotangent that is ``g`` placed at ``idx`` of zeros(shape): what the
     VJP of indexing returns.  The reverse sweep adds it into the parent's
-    adjoint in place instead of building the dense array."""
+    adjoint in place instead of building the dense array.  When ``g`` is
+    traced by an outer transform (second order) the sweep collects the
+    parent's scatters and adds them with one traced operation when it
+    reaches the parent (``_PendingScatters``)."""
     cdef readonly object g, idx, shape, dtype
     cdef bint basic
 
@@ -116,7 +119,7 @@ cdef class Scatter:
         self.g = g
         self.idx = idx
         self.shape = tuple(shape)
-        self.dtype = np.result_type(dtype, g)
+        self.dtype = np.result_type(dtype, concrete(g))
         self.basic = _is_basic_index(idx)
 
     cdef bint fits(self, object cur):

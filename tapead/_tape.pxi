@@ -402,7 +402,7 @@ cdef class Tape(Trace):
                 o = self.op[i]
                 if o == OP_OBJ:
                     if hobj[i]:
-                        gobj = oadj[i]
+                        gobj = _settle(oadj[i])
                         if adj[i] != 0.0:
                             gobj = gobj + adj[i]
                     elif adj[i] != 0.0:
@@ -429,7 +429,7 @@ cdef class Tape(Trace):
                                                      not self._is_complex_node(pid))
                             _accumulate(pid, c, adj, hobj, oadj)
                 elif hobj[i]:
-                    gobj = oadj[i]
+                    gobj = _settle(oadj[i])
                     if adj[i] != 0.0:
                         gobj = gobj + adj[i]
                     steps += 1
@@ -448,7 +448,7 @@ cdef class Tape(Trace):
             result = []
             for i in wrt:
                 if hobj[i]:
-                    r = oadj[i]
+                    r = _settle(oadj[i])
                     if adj[i] != 0.0:
                         r = r + adj[i]
                     result.append(r)
@@ -554,59 +554,3 @@ cdef class Tape(Trace):
                 "replay(..., partials=False)) or stopped at an error, so the local "
                 "partials are stale; call Tape.replay(inputs) first")
         return 0
-
-
-cdef object _gather(double *adj, object wrt):
-    cdef Py_ssize_t k, n = len(wrt), start
-    out = np.empty(n, dtype=np.float64)
-    cdef double[::1] o = out
-    if type(wrt) is range and (<object>wrt).step == 1:
-        start = (<object>wrt).start
-        if n:
-            memcpy(&o[0], adj + start, n * sizeof(double))
-        return out
-    k = 0
-    for i in wrt:
-        o[k] = adj[<Py_ssize_t>i]
-        k += 1
-    return out
-
-
-cdef inline void _accumulate(Py_ssize_t j, object c, double *adj,
-                             unsigned char *hobj, list oadj) except *:
-    """adjoint[j] += c.  hobj[j]: 0 = float adjoint only, 1 = object adjoint
-    that may be shared with another node, 2 = object adjoint this sweep owns
-    (updated in place)."""
-    cdef object cur
-    if isinstance(c, float):
-        adj[j] += <double>c
-        return
-    if type(c) is Scatter:
-        if hobj[j] == 2 and (<Scatter>c).fits(oadj[j]):
-            (<Scatter>c).add_into(oadj[j])
-            return
-        dense = (<Scatter>c).dense()
-        if hobj[j]:
-            cur = oadj[j]
-            if type(cur) is np.ndarray and (<object>cur).shape == dense.shape and \
-                    (<object>cur).dtype is dense.dtype:
-                np.add(dense, cur, out=dense)
-            else:
-                dense = dense + cur
-        oadj[j] = dense
-        hobj[j] = 2 if type(dense) is np.ndarray else 1
-        return
-    if not hobj[j] and type(c) is np.ndarray and (<object>c).ndim == 0 and \
-            (<object>c).dtype is _FLOAT64:
-        adj[j] += <double>float(c)
-    elif hobj[j] == 2 and type(c) is np.ndarray and \
-            (<object>oadj[j]).shape == (<object>c).shape and \
-            (<object>oadj[j]).dtype is (<object>c).dtype:
-        np.add(oadj[j], c, out=oadj[j])
-    elif hobj[j]:
-        cur = oadj[j] + c
-        oadj[j] = cur
-        hobj[j] = 2 if type(cur) is np.ndarray else 1
-    else:
-        oadj[j] = c
-        hobj[j] = 1

@@ -152,15 +152,34 @@ def checkpoint(f: Callable) -> Callable:
 # scan
 # ---------------------------------------------------------------------------
 
-def _scan_plain(f, init, xs, length, reverse):
-    """The eager loop: every step recorded on the tape (or plain numpy)."""
+def _scan_plain(f, init, xs, length, reverse, fast=True):
+    """The eager loop: every step recorded on the tape (or plain numpy); a
+    scan over float carries and 1-d xs runs in C when its body allows it
+    (``tapead.scalar_scan``)."""
+    if fast and xs is not None:
+        from tapead.scalar_scan import scan_scalar
+        done = scan_scalar(f, init, xs, length, reverse)
+        if done is not None:
+            return done
     x_leaves, x_tree = tree_flatten(xs) if xs is not None else ([], None)
     carry, ys = init, []
     order = range(length - 1, -1, -1) if reverse else range(length)
-    for i in order:
-        x = tree_unflatten(x_tree, [leaf[i] for leaf in x_leaves]) if xs is not None else None
-        carry, y = f(carry, x)
-        ys.append(y)
+    c_tree = tree_flatten(init)[1]
+
+    def checked(out):                 # the first step's result, checked
+        _step_out(out, c_tree)
+        return out
+    if xs is not None and x_tree.kind == "leaf":       # one array: no pytree per step
+        leaf = x_leaves[0]
+        for i in order:
+            carry, y = checked(f(carry, leaf[i])) if not ys else f(carry, leaf[i])
+            ys.append(y)
+    else:
+        for i in order:
+            x = tree_unflatten(x_tree, [leaf[i] for leaf in x_leaves]) \
+                if xs is not None else None
+            carry, y = checked(f(carry, x)) if not ys else f(carry, x)
+            ys.append(y)
     if reverse:
         ys.reverse()
     return carry, _stack_ys(ys)
@@ -176,6 +195,9 @@ def _stack_leaf(items):
 def _stack_ys(ys):
     if not ys or ys[0] is None:
         return None
+    if isinstance(ys[0], (Box, float, np.ndarray, np.generic)):   # one leaf per step
+        from tapead._prims.shape import stack
+        return stack(ys)
     leaves0, tree = tree_flatten(ys[0])
     per_leaf = list(zip(*[tree_flatten(y)[0] for y in ys]))
     from tapead._prims.shape import stack
@@ -188,13 +210,26 @@ def _x_at(x_tree, xs_leaves, j, index_offset):
     return None if index_offset is None else index_offset + j
 
 
+def _step_out(out, c_tree):
+    """``f``'s ``(carry, y)``, checked: the carry keeps ``init``'s structure."""
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise TypeError("scan: f must return a pair (carry, y); use (carry, None) when "
+                        f"there is no per-step output (got {type(out).__name__})")
+    carry, y = out
+    leaves, tree = tree_flatten(carry)
+    if tree != c_tree:
+        raise TypeError(f"scan: f returned a carry structured as {tree}, but init is "
+                        f"{c_tree}; return the carry with init's structure")
+    return leaves, y
+
+
 def _step_fn(f, c_tree, x_tree, n_c, xs_leaves, reverse, length, index_offset):
     """state, i -> next state on flat carry leaves (plain values)."""
     def step(state, i):
         j = length - 1 - i if reverse else i
         x = _x_at(x_tree, xs_leaves, j, index_offset)
-        carry, y = f(tree_unflatten(c_tree, list(state)), x)
-        return tuple(tree_flatten(carry)[0]), y
+        leaves, y = _step_out(f(tree_unflatten(c_tree, list(state)), x), c_tree)
+        return tuple(leaves), y
     return step
 
 
@@ -233,9 +268,19 @@ def _scan_cotangents(g, leaves, f, c_tree, x_tree, n_c, length, reverse, s, info
              if not isinstance(x, Box) else None for x in xs_leaves]
     xs_ct_boxes = [[None] * length for _ in xs_leaves]
 
+    replayed = _StepTape.for_scan(f, c_tree, x_tree, n_c, xs_leaves, leaves, g,
+                                  index_offset, reverse, length)
+
     def backward_step(state, i, adj_next):
         j = length - 1 - i if reverse else i
         x_now = [leaf[j] for leaf in xs_leaves]
+        if replayed is not None:
+            cts = replayed.pullback(list(state) + x_now,
+                                    list(adj_next) + [gy[j] for gy in g_ys])
+            if cts is not None:
+                for k in range(len(xs_leaves)):
+                    xs_ct[k][j] += cts[n_c + k]
+                return tuple(cts[:n_c])
 
         def one(*flat):
             st, xl = flat[:n_c], flat[n_c:]
@@ -273,6 +318,82 @@ def _scan_cotangents(g, leaves, f, c_tree, x_tree, n_c, length, reverse, s, info
     cache["key"], cache["cts"], cache["g"] = id(g), cts, g
     cache["stats"] = chain.stats
     return cts
+
+
+class _StepTape:
+    """A loop body recorded once on its own tape and replayed at each step.
+
+    The reverse sweep of a checkpointed loop reverses every step from its
+    input state; recording the body anew each time (``vjp``) re-runs the
+    Python code, while a replay of the recorded tape re-evaluates it in C and
+    one reverse sweep gives the step's cotangents.  Used for first
+    derivatives of plain (untraced) states only; a replay whose recorded
+    branch flips (a guard) returns None and the caller records that step
+    the slow way.
+    """
+
+    def __init__(self, tape, in_ids, out_ids, out_like, in_like):
+        self.tape, self.in_ids, self.out_ids = tape, in_ids, out_ids
+        self.out_like, self.in_like = out_like, in_like
+
+    @classmethod
+    def record(cls, one, inputs):
+        """Record ``one(*inputs) -> tuple of leaves``, or None if it cannot be
+        replayed safely (an inner transform, an output that is not a value of
+        this tape, an input that is not a float array or number)."""
+        if not all(type(x) in (float, np.float64) or (
+                type(x) is np.ndarray and x.dtype.kind == "f") for x in inputs):
+            return None
+        started = _core.traces_started()
+        tape = Tape()
+        try:
+            try:
+                tracers = tape.input_many(list(inputs))
+                outs = one(*tracers)
+            finally:
+                tape.active = False
+        except Exception:
+            return None
+        if _core.traces_started() - started > 1:
+            return None                     # an inner transform saw recorded values
+        out_ids = []
+        for x in outs:
+            # a value of another transform (a closure over it) would be frozen
+            if not (type(x) is _core.Tracer and x.tape is tape) or isinstance(x.primal, Box):
+                return None
+            out_ids.append(x.idx)
+        in_ids = list(tape.inputs[len(tape.inputs) - len(inputs):])
+        return cls(tape, in_ids, out_ids, [x.primal for x in outs], list(inputs))
+
+    @classmethod
+    def for_scan(cls, f, c_tree, x_tree, n_c, xs_leaves, leaves, g, index_offset,
+                 reverse, length):
+        if index_offset is not None or x_tree is None or isinstance(g, Box) or \
+                any(isinstance(x, Box) for x in leaves) or length == 0:
+            return None                    # fori_loop's index is baked in; higher order
+        j = length - 1 if reverse else 0
+
+        def one(*flat):
+            carry, y = f(tree_unflatten(c_tree, list(flat[:n_c])),
+                         tree_unflatten(x_tree, list(flat[n_c:])))
+            return tuple(tree_flatten(carry)[0]) + (tuple(tree_flatten(y)[0])
+                                                    if y is not None else ())
+        inputs = [_core.concrete(x) for x in leaves[:n_c]] + [leaf[j] for leaf in xs_leaves]
+        return cls.record(one, inputs)
+
+    def pullback(self, inputs, cotangents):
+        """Cotangents of the inputs at ``inputs`` (a list per input), or None
+        when the recorded program does not apply there."""
+        from tapead.errors import GuardFlippedError, TapeReplayError
+        try:
+            self.tape.replay(inputs)
+        except (GuardFlippedError, TapeReplayError):
+            return None
+        seeds = [float(c) if np.ndim(c) == 0 else np.broadcast_to(c, np.shape(o))
+                 for c, o in zip(cotangents, self.out_like)]
+        adj = self.tape.backward(self.out_ids, seeds, self.in_ids)
+        return [np.float64(a) if type(a) is float else
+                (np.zeros_like(x) if a is None else a) for a, x in zip(adj, inputs)]
 
 
 scan_p = Primitive("scan", _scan_impl)
@@ -313,6 +434,16 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
     checkpoints : int, optional
         Reverse-mode memory budget: the number of states held at once
         (revolve).  None records every step (fastest, most memory).
+
+    Notes
+    -----
+    With float carries and 1-d float64 ``xs``, a body made of scalar
+    operations is recorded once and all steps run in C (one tape node for
+    the loop; see ``tapead.scalar_scan``); a checkpointed scan replays one
+    recording of the body for each reversed step.  Both require the body to
+    compute from its arguments only (Python branches on traced values are
+    checked; Python state that changes between steps is not seen); anything
+    else is recorded step by step.
 
     Returns
     -------
@@ -363,6 +494,11 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
     if int(checkpoints) < 1:
         raise ValueError(f"scan: checkpoints={checkpoints} must be a positive number of "
                          "stored states (or None to store every step)")
+    if _index_offset is None and xs is not None:
+        from tapead.scalar_scan import scan_scalar
+        done = scan_scalar(f, init, xs, length, reverse, checkpoints=int(checkpoints))
+        if done is not None:
+            return done
     info: dict = {}
     params = dict(f=f, c_tree=c_tree, x_tree=x_tree, n_c=len(c_leaves), length=length,
                   reverse=reverse, s=int(checkpoints), info=info, cache={},

@@ -253,6 +253,11 @@ ARRAY_OPS = [
       ("array", ((2,), (3,), (1,)))),
     A("stack", lambda m, x, y: m.stack([x, y]), ("array", ((3,), (3,)))),
     A("stack_axis1", lambda m, x, y: m.stack([x, y], axis=1), ("array", ((2, 3), (2, 3)))),
+    # scalars stacked (a loop's per-step outputs), one piece used twice
+    A("stack_scalars", lambda m, x, y, z: m.stack([x, y * x, z, x]),
+      ("scalar", ((), (), ()))),
+    A("stack_axis_last", lambda m, x, y: m.stack([x, y, x], axis=-1),
+      ("array", ((2, 3), (2, 3)))),
     # contractions
     A("matmul", lambda m, a, b: m.matmul(a, b),
       ("vv", ((3,), (3,))), ("mv", ((2, 3), (3,))), ("vm", ((3,), (3, 2))),

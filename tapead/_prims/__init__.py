@@ -124,6 +124,7 @@ _core.install_generic(ew.BINARY, ew.UNARY, {
     "matmul_prim": linalg.matmul_p,
     "remainder": misc.remainder,
     "getitem": shape.getitem,
+    "add_scatters": indexing.add_scatters,
     "setitem": _setitem,
     "getattr": _getattr,
     "pack_objects": construct.pack_objects,

@@ -105,6 +105,21 @@ class Primitive(_core.PrimitiveBase):
             out = broadcast_to(out, np.shape(ans))
         return out
 
+    def jvp_linear(self, args: tuple, trace, vals: tuple, params: dict):
+        """The tangent of a linear primitive for all its arguments at once:
+        the primitive applied to the tangents of ``trace``'s duals, zeros for
+        the other arguments (static arguments kept)."""
+        tans = list(vals)
+        for j, x in enumerate(args):
+            if type(x) is _core.Dual and x.ftrace is trace:
+                tans[j] = x.tangent
+            elif j not in self.static_args:
+                tans[j] = np.zeros(np.shape(vals[j]),
+                                   dtype=np.result_type(_core.concrete(vals[j])))
+        if any(isinstance(a, _core.Box) for a in tans):
+            return _core.bind(self, *tans, **params)
+        return self.impl(*tans, **params)
+
     def jvp_many(self, tans: list, ans, vals: tuple, params: dict, K: int):
         """Tangents with a leading axis of K directions (None = zero)."""
         shape = (K,) + np.shape(ans)

@@ -98,9 +98,32 @@ getitem_p = Primitive("getitem", lambda x, idx: x[idx], saves=(), linear=True)
 
 
 def _getitem_vjp(g, ans, x, idx):
-    if isinstance(g, Box):
-        return index_add_zeros(g, idx, np.shape(x), np.result_type(x.dtype))
-    return Scatter(g, idx, np.shape(x), x.dtype)     # added in place by the sweep
+    # the sweep adds it in place (plain g) or collects it (traced g, see
+    # add_scatters); only the tape's sweep reads Scatters
+    return Scatter(g, idx, np.shape(x), x.dtype)
+
+
+def add_scatters(items):
+    """The sum of several ``Scatter`` cotangents of one array, with traced
+    values: one ``index_add_zeros`` of their values concatenated (at flat
+    positions), so the cost is the elements scattered plus one array, not
+    one array per scatter.  The reverse sweep calls it."""
+    first = items[0]
+    shape = first.shape
+    dtype = np.result_type(*[s.dtype for s in items])
+    if len(items) == 1:
+        return index_add_zeros(first.g, first.idx, shape, dtype)
+    from tapead._prims.shape import broadcast_to, concatenate, reshape
+    size = int(np.prod(shape, dtype=np.int64))
+    where = np.arange(size).reshape(shape)
+    flat, values = [], []
+    for s in items:
+        pos = where[s.idx]
+        flat.append(np.ravel(pos))
+        g = s.g if np.shape(s.g) == np.shape(pos) else broadcast_to(s.g, np.shape(pos))
+        values.append(reshape(g, (-1,)))
+    total = index_add_zeros(concatenate(values), np.concatenate(flat), (size,), dtype)
+    return reshape(total, shape)
 
 
 getitem_p.defvjp(_getitem_vjp)

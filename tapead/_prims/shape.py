@@ -96,27 +96,49 @@ def broadcast_to(x, shape):
 
 
 # concatenate / stack ---------------------------------------------------------
-def _concat_impl(*xs, axis=0):
+# ``bounds`` (where each input starts along ``axis``, and the total) is
+# computed once at bind time and the node saves none of its inputs, so the
+# VJP of input k is one slice of the cotangent and its call carries no
+# n-long argument list: reversing a concatenation of n pieces (a stack of the
+# n outputs of a loop) costs O(n), not O(n**2).
+def _concat_impl(*xs, axis=0, bounds=None, real=()):
     return np.concatenate(xs, axis=axis)
+
+
+def _real_pieces(xs):
+    """The positions of the real pieces when some piece is complex (their
+    cotangents keep the real part: the pieces were promoted to complex)."""
+    if not any(is_complex(x) for x in xs):
+        return ()
+    return tuple(k for k, x in enumerate(xs) if not is_complex(x))
+
+
+def _real_piece(g):
+    from tapead._prims.elementwise import real      # elementwise imports this module
+    return real(g)
 
 
 concat_p = Primitive("concatenate", _concat_impl, saves=(), linear=True)
 
 
-def _concat_vjp(k, g, ans, *xs, axis=0):
-    sizes = [np.shape(x)[axis] for x in xs]
-    start = int(np.sum(sizes[:k]))
+def _concat_vjp(k, g, ans, axis=0, bounds=None, real=()):
     sl = [slice(None)] * np.ndim(ans)
-    sl[axis] = slice(start, start + sizes[k])
+    sl[axis] = slice(bounds[k], bounds[k + 1])
     g = getitem(g, tuple(sl))
-    if is_complex(g) and not is_complex(xs[k]):      # undo the promotion to complex
-        from tapead._prims.elementwise import real
-        g = real(g)
-    return g
+    return _real_piece(g) if k in real else g
+
+
+def _concat_bounds(xs, axis):
+    bounds, total = [0], 0
+    for x in xs:
+        total += np.shape(x)[axis]
+        bounds.append(total)
+    return tuple(bounds)
 
 
 concat_p.defvjp_any(_concat_vjp)
 concat_p.complex_ok = True      # linear: the same rule holds for complex values
+concat_p.save_fn = lambda vals, ans: ()      # the rule reads ``bounds`` only
 
 
 def _concat_batched(tans, ans, vals, params, K):
@@ -136,20 +158,35 @@ def concatenate(xs, axis=0):
     xs = tuple(xs)
     if _any_box(*xs):
         nd = np.ndim(xs[0])
-        return bind(concat_p, *xs, axis=axis % nd)
+        axis = axis % nd
+        return bind(concat_p, *xs, axis=axis, bounds=_concat_bounds(xs, axis),
+                    real=_real_pieces(xs))
     return np.concatenate(xs, axis=axis)
 
 
-stack_p = Primitive("stack", lambda *xs, axis=0: np.stack(xs, axis=axis), saves=(),
-                    linear=True)
+def _shape(x):
+    shape = getattr(x, "shape", None)      # boxes and arrays: no numpy dispatch
+    return tuple(shape) if shape is not None else np.shape(x)
 
 
-def _stack_vjp(k, g, ans, *xs, axis=0):
-    gk = getitem(g, (slice(None),) * axis + (k,))
-    if _core.is_complex(gk) and not _core.is_complex(xs[k]):   # a real piece
-        from tapead._prims.elementwise import real   # elementwise imports this module
-        gk = real(gk)
-    return gk
+# stack: one node for n pieces (a loop's n outputs), not n reshapes and a
+# concatenation; like concatenate it saves no inputs, so reversing it is O(n)
+def _stack_impl(*xs, axis=0, real=()):
+    return np.stack(xs, axis=axis)
+
+
+stack_p = Primitive("stack", _stack_impl, saves=(), linear=True)
+stack_p.save_fn = lambda vals, ans: ()
+
+
+def _stack_vjp(k, g, ans, axis=0, real=()):
+    if axis == 0:
+        gk = g[k]
+    else:
+        sl = [slice(None)] * np.ndim(ans)
+        sl[axis] = k
+        gk = getitem(g, tuple(sl))
+    return _real_piece(gk) if k in real else gk
 
 
 stack_p.defvjp_any(_stack_vjp)
@@ -173,14 +210,14 @@ def stack(xs, axis=0):
     xs = tuple(xs)
     if not _any_box(*xs):
         return np.stack(xs, axis=axis)
-    shapes = {np.shape(_core.concrete(x)) for x in xs}
-    if len(shapes) != 1:
-        raise ValueError(f"stack: all input arrays must have the same shape, got "
-                         f"{sorted(shapes)}")
-    nd = len(shapes.pop()) + 1
+    shape = _shape(xs[0])
+    if any(_shape(x) != shape for x in xs):
+        raise ValueError("all input arrays must have the same shape, got "
+                         f"{sorted({np.shape(x) for x in xs})}")
+    nd = len(shape) + 1
     if not -nd <= axis < nd:
         raise np.exceptions.AxisError(axis, nd, "stack")
-    return bind(stack_p, *xs, axis=axis % nd)
+    return bind(stack_p, *xs, axis=axis % nd, real=_real_pieces(xs))
 
 
 def _axes(axis, ndim, what):

@@ -1,0 +1,103 @@
+# Adjoint bookkeeping of the reverse sweep (included by _core.pyx after
+# _tape.pxi): gathering float adjoints, and adding a cotangent into a
+# node's adjoint (floats in C, arrays in place, indexing scatters).
+
+
+cdef object _gather(double *adj, object wrt):
+    cdef Py_ssize_t k, n = len(wrt), start
+    out = np.empty(n, dtype=np.float64)
+    cdef double[::1] o = out
+    if type(wrt) is range and (<object>wrt).step == 1:
+        start = (<object>wrt).start
+        if n:
+            memcpy(&o[0], adj + start, n * sizeof(double))
+        return out
+    k = 0
+    for i in wrt:
+        o[k] = adj[<Py_ssize_t>i]
+        k += 1
+    return out
+
+
+@cython.final
+cdef class _PendingScatters:
+    """The adjoint of one array node while traced scatters into it are
+    collected: ``base`` (the rest of the adjoint, or None) plus the
+    ``Scatter`` cotangents whose values are boxes of an outer transform.
+    Adding each of them as a dense traced array would cost the array's size
+    per scatter (O(n**2) for the n elements of a loop's ``xs``); they are
+    added with one traced operation when the sweep reaches the node."""
+    cdef list items
+    cdef object base
+
+
+cdef inline bint _is_traced_scatter(object c):
+    return type(c) is Scatter and (type((<Scatter>c).g) is Tracer or
+                                   type((<Scatter>c).g) is Dual)
+
+
+cdef inline object _settle(object o):
+    """An adjoint as a value: pending traced scatters added up."""
+    cdef _PendingScatters p
+    if type(o) is not _PendingScatters:
+        return o
+    p = <_PendingScatters>o
+    total = _box_methods["add_scatters"](p.items)
+    return total if p.base is None else p.base + total
+
+
+cdef inline void _accumulate(Py_ssize_t j, object c, double *adj,
+                             unsigned char *hobj, list oadj) except *:
+    """adjoint[j] += c.  hobj[j]: 0 = float adjoint only, 1 = object adjoint
+    that may be shared with another node, 2 = object adjoint this sweep owns
+    (updated in place), 3 = traced scatters pending (``_PendingScatters``)."""
+    cdef object cur
+    cdef _PendingScatters pend
+    if isinstance(c, float):
+        adj[j] += <double>c
+        return
+    if hobj[j] == 3:
+        pend = <_PendingScatters>oadj[j]
+        if _is_traced_scatter(c):
+            pend.items.append(c)
+            return
+        if type(c) is Scatter:
+            c = (<Scatter>c).dense()
+        pend.base = c if pend.base is None else pend.base + c
+        return
+    if _is_traced_scatter(c):
+        pend = _PendingScatters()
+        pend.items = [c]
+        pend.base = oadj[j] if hobj[j] else None
+        oadj[j] = pend
+        hobj[j] = 3
+        return
+    if type(c) is Scatter:
+        if hobj[j] == 2 and (<Scatter>c).fits(oadj[j]):
+            (<Scatter>c).add_into(oadj[j])
+            return
+        dense = (<Scatter>c).dense()
+        if hobj[j]:
+            cur = oadj[j]
+            if type(cur) is np.ndarray and (<object>cur).shape == dense.shape and \
+                    (<object>cur).dtype is dense.dtype:
+                np.add(dense, cur, out=dense)
+            else:
+                dense = dense + cur
+        oadj[j] = dense
+        hobj[j] = 2 if type(dense) is np.ndarray else 1
+        return
+    if not hobj[j] and type(c) is np.ndarray and (<object>c).ndim == 0 and \
+            (<object>c).dtype is _FLOAT64:
+        adj[j] += <double>float(c)
+    elif hobj[j] == 2 and type(c) is np.ndarray and \
+            (<object>oadj[j]).shape == (<object>c).shape and \
+            (<object>oadj[j]).dtype is (<object>c).dtype:
+        np.add(oadj[j], c, out=oadj[j])
+    elif hobj[j]:
+        cur = oadj[j] + c
+        oadj[j] = cur
+        hobj[j] = 2 if type(cur) is np.ndarray else 1
+    else:
+        oadj[j] = c
+        hobj[j] = 1

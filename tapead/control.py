@@ -1,0 +1,394 @@
+"""Branches and loops of unknown length: ``cond``, ``switch``, ``while_loop``.
+
+tapead runs eagerly, so a branch simply runs the function that the
+predicate picks: its derivative is the derivative of the taken branch, and
+the predicate (or index) has none.  A traced predicate is read by its
+value.  As in ``jax.lax.cond``, every branch must return the same structure,
+shapes and dtypes; the branches not taken are run once on the operands'
+plain values (nothing is recorded, the results are discarded) to check
+that, as JAX's tracing of both branches does.
+
+``while_loop`` without ``checkpoints`` is a Python ``while`` loop: every
+step is recorded and the derivative holds the trip count fixed (the
+derivative of the iterations that ran).  With ``checkpoints=s`` (or
+``max_bytes=``) the loop is one tape node that keeps at most ``s`` carries,
+placed online (:mod:`tapead.online`) since the trip count is not known
+until the loop ends, and recomputes the rest in the reverse sweep.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from tapead import _core
+from tapead._core import Box, Tape
+from tapead._prims.base import Primitive
+from tapead._tree import tree_flatten, tree_unflatten
+from tapead.checkpointing import CheckpointedChain
+from tapead.errors import ShapeError
+from tapead.loops import _StepTape, _closure_error, _guarded_bind, _pack, _shapes, _unpack
+from tapead.online import OnlineChain
+
+__all__ = ["cond", "switch", "while_loop"]
+
+
+# ---------------------------------------------------------------------------
+# cond / switch
+# ---------------------------------------------------------------------------
+
+def _check_callable(f, what):
+    if not callable(f):
+        raise TypeError(f"{what} must be callable, got {type(f).__name__} {f!r}; pass a "
+                        "function (e.g. a lambda) of the operands")
+
+
+def _signature(out):
+    """Structure, shapes and dtypes of a branch's result."""
+    leaves, tree = tree_flatten(out)
+    return tree, tuple((np.shape(v), np.result_type(v).name)
+                       for v in map(_core.concrete, leaves))
+
+
+def _plain(x):
+    return _core.concrete(x)
+
+
+def _scalar_value(x, what):
+    v = _core.concrete(x)
+    if np.ndim(v) != 0:
+        raise ShapeError(f"{what} must be a scalar, got shape {np.shape(v)}; reduce it "
+                         "(e.g. with .all() or .any()) or index it first")
+    return v
+
+
+def _check_others(taken, out, branches, operands, what):
+    """Run the branches not taken on plain values; compare their results."""
+    want = _signature(out)
+    plain_ops = [tree_unflatten(t, [_plain(v) for v in ls])
+                 for ls, t in map(tree_flatten, operands)]
+    for k, fun in enumerate(branches):
+        if k == taken:
+            continue
+        try:
+            with np.errstate(all="ignore"):
+                other = fun(*plain_ops)
+        except Exception:          # a value-dependent failure: nothing to compare
+            continue
+        got = _signature(other)
+        if got != want:
+            raise TypeError(
+                f"{what}: the branches return different structures, shapes or dtypes: "
+                f"branch {taken} returns {_describe(want)} but branch {k} returns "
+                f"{_describe(got)}; make every branch return the same pytree of arrays "
+                "(cast with .astype, broadcast with tnp.broadcast_to)")
+
+
+def _describe(sig):
+    tree, leaves = sig
+    parts = ", ".join(f"{dt}{list(shape)}" for shape, dt in leaves)
+    return f"{tree} with leaves ({parts})"
+
+
+def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:
+    """``jax.lax.cond``: ``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``.
+
+    Parameters
+    ----------
+    pred : bool or scalar
+        Read by its value (a traced predicate has no derivative).
+    true_fun, false_fun : callable
+        ``(*operands) -> pytree``; both must return the same structure,
+        shapes and dtypes.
+    *operands : pytrees
+        Passed to the branch.
+
+    Returns
+    -------
+    pytree
+        The taken branch's result; its derivatives are that branch's.
+
+    Raises
+    ------
+    TypeError
+        A branch is not callable, or the branches' results differ in
+        structure, shape or dtype.
+    ShapeError
+        ``pred`` is not a scalar.
+
+    Examples
+    --------
+    >>> import tapead as ta, tapead.numpy as tnp
+    >>> f = lambda x: ta.cond(x > 0.0, lambda v: v * v, lambda v: -v, x)
+    >>> float(ta.grad(f)(3.0)), float(ta.grad(f)(-3.0))
+    (6.0, -1.0)
+    """
+    _check_callable(true_fun, "cond: true_fun")
+    _check_callable(false_fun, "cond: false_fun")
+    taken = 0 if bool(_scalar_value(pred, "cond: pred")) else 1
+    branches = (true_fun, false_fun)
+    out = branches[taken](*operands)
+    _check_others(taken, out, branches, operands, "cond")
+    return out
+
+
+def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
+    """``jax.lax.switch``: ``branches[index](*operands)``, index clamped.
+
+    Parameters
+    ----------
+    index : int or integer scalar
+        Clamped to ``[0, len(branches) - 1]`` as in JAX; read by its value.
+    branches : sequence of callable
+        Each ``(*operands) -> pytree``, all with the same result structure,
+        shapes and dtypes.
+    *operands : pytrees
+
+    Returns
+    -------
+    pytree
+        The chosen branch's result; its derivatives are that branch's.
+
+    Examples
+    --------
+    >>> import tapead as ta, tapead.numpy as tnp
+    >>> fs = [lambda x: tnp.sin(x), lambda x: x ** 3, lambda x: 2.0 * x]
+    >>> [float(ta.grad(lambda x: ta.switch(i, fs, x))(1.0)) for i in (-5, 1, 9)]
+    [0.5403023058681398, 3.0, 2.0]
+    """
+    if callable(branches) or not isinstance(branches, Sequence) or not len(branches):
+        raise TypeError("switch: branches must be a non-empty list or tuple of functions, "
+                        f"got {type(branches).__name__}; write ta.switch(i, [f, g], x)")
+    for k, fun in enumerate(branches):
+        _check_callable(fun, f"switch: branches[{k}]")
+    value = _scalar_value(index, "switch: index")
+    if isinstance(value, (bool, np.bool_)) or not (
+            isinstance(value, (int, np.integer)) or
+            (isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.integer))):
+        raise TypeError(f"switch: index must be an integer, got {value!r} of type "
+                        f"{type(value).__name__}; convert it with int(...) or "
+                        ".astype(int) (a float index is ambiguous)")
+    taken = min(max(int(value), 0), len(branches) - 1)
+    out = branches[taken](*operands)
+    _check_others(taken, out, list(branches), operands, "switch")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# while_loop
+# ---------------------------------------------------------------------------
+
+def _truth(pred):
+    v = _scalar_value(pred, "while_loop: cond_fun's result")
+    return bool(v)
+
+
+def _carry_checker(tree, shapes, dtypes):
+    def check(leaves, t):
+        if t != tree or _shapes(leaves) != shapes or \
+                [np.result_type(_core.concrete(v)) for v in leaves] != dtypes:
+            raise TypeError(
+                "while_loop: body_fun must return a carry with the structure, shapes and "
+                f"dtypes of init_val ({tree}, shapes {shapes}, dtypes "
+                f"{[d.name for d in dtypes]}); it returned {t}, shapes "
+                f"{_shapes(leaves)}; cast or reshape inside body_fun")
+    return check
+
+
+def _while_plain(cond_fun, body_fun, init_val, check):
+    val = init_val
+    while _truth(cond_fun(val)):
+        val = body_fun(val)
+        check(*tree_flatten(val))
+    return val
+
+
+def _split(leaves):
+    """Positions of the inexact (differentiable) leaves."""
+    return [k for k, v in enumerate(leaves)
+            if np.issubdtype(np.result_type(_core.concrete(v)), np.inexact)]
+
+
+def _make_step(body_fun, tree, check):
+    def step(state, i):
+        out = body_fun(tree_unflatten(tree, list(state)))
+        leaves, t = tree_flatten(out)
+        check(leaves, t)
+        return tuple(leaves)
+    return step
+
+
+def _with_floats(state, fpos, floats):
+    full = list(state)
+    for k, v in zip(fpos, floats):
+        full[k] = v
+    return tuple(full)
+
+
+def _while_impl(*floats, cond_fun, body_fun, tree, others, fpos, s, info, cache):
+    check = info["check"]
+    step = _make_step(body_fun, tree, check)
+    state0 = _with_floats(others, fpos, floats)
+    chain = OnlineChain(step, state0, s)
+    final = chain.forward(lambda st: _truth(cond_fun(tree_unflatten(tree, list(st)))))
+    info["n"] = chain.n
+    info["final"] = final
+    cache["chain"] = chain                 # its snapshots serve the first reverse sweep
+    out = [final[k] for k in fpos]
+    if any(isinstance(x, Box) for x in out):
+        raise _closure_error("ta.while_loop(checkpoints=...)")
+    return _pack(out)
+
+
+def _while_cotangents(g, floats, cond_fun, body_fun, tree, others, fpos, s, info, cache):
+    if cache.get("key") == id(g):
+        return cache["cts"]
+    from tapead.transforms import vjp
+    shapes = [np.shape(_core.concrete(x)) for x in floats]
+    step = _make_step(body_fun, tree, info["check"])
+
+    # all-float carries at first order: record the body once and replay it per
+    # reversed step (in C); integer leaves would be frozen in a recording
+    replay = {"tape": None, "ok": len(fpos) == len(others) and not isinstance(g, Box)
+              and not any(isinstance(x, Box) for x in floats)}
+
+    def backward_step(state, i, adj):
+        def one(*fl):
+            out = step(_with_floats(state, fpos, fl), i)
+            return tuple(out[k] for k in fpos)
+        if replay["ok"]:
+            if replay["tape"] is None:
+                replay["tape"] = _StepTape.record(one, list(state))
+                replay["ok"] = replay["tape"] is not None
+            if replay["ok"]:
+                cts = replay["tape"].pullback(list(state), list(adj))
+                if cts is not None:
+                    return tuple(cts)
+        _, pullback = vjp(one, *[state[k] for k in fpos])
+        return tuple(pullback(tuple(adj)))
+
+    seed = tuple(_unpack(g, shapes))
+    chain = cache.pop("chain", None)
+    if chain is not None and not any(isinstance(x, Box) for x in floats):
+        adj = chain.reverse(backward_step, seed)
+    else:   # a second sweep, or traced inputs (higher order): recompute, n is known now
+        state0 = _with_floats(others, fpos, floats)
+        rerun = CheckpointedChain(step, state0, info["n"], s)
+        rerun.forward()
+        adj = rerun.reverse(backward_step, seed)
+    cts = list(adj)
+    cache["key"], cache["cts"], cache["g"] = id(g), cts, g
+    return cts
+
+
+while_p = Primitive("while_loop", _while_impl)
+while_p.defvjp_any(lambda k, g, ans, *floats, **p: _while_cotangents(g, floats, **p)[k])
+
+
+def _while_jvp(k, t, ans, *floats, cond_fun, body_fun, tree, others, fpos, s, info, cache):
+    """The trip count is fixed: push the tangent through the n steps that ran."""
+    from tapead.transforms import jvp
+    step = _make_step(body_fun, tree, info["check"])
+    n = info["n"]
+
+    def run(*fl):
+        state = _with_floats(others, fpos, fl)
+        for i in range(n):
+            state = step(state, i)
+        return _pack([state[j] for j in fpos])
+    tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(x)))
+                for j, x in enumerate(floats)]
+    return jvp(run, tuple(floats), tuple(tangents))[1]
+
+
+while_p.defjvp_any(_while_jvp)
+
+
+def _budget(leaves, checkpoints, max_bytes):
+    s = None
+    if checkpoints is not None:
+        if isinstance(checkpoints, bool) or int(checkpoints) != checkpoints or checkpoints < 1:
+            raise ValueError(f"while_loop: checkpoints={checkpoints!r} must be a positive "
+                             "number of stored carries (or None to store every step)")
+        s = int(checkpoints)
+    if max_bytes is not None:
+        per = sum(np.asarray(_core.concrete(v)).nbytes for v in leaves)
+        if max_bytes < per:
+            raise ValueError(f"while_loop: max_bytes={max_bytes} is less than one stored "
+                             f"carry ({per} bytes); raise max_bytes or use checkpoints=")
+        by_bytes = int(max_bytes // max(per, 1))
+        s = by_bytes if s is None else min(s, by_bytes)
+    return s
+
+
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any,
+               checkpoints: Optional[int] = None, max_bytes: Optional[int] = None) -> Any:
+    """``jax.lax.while_loop``, reverse-mode differentiable.
+
+    Parameters
+    ----------
+    cond_fun : callable
+        ``carry -> bool`` (a scalar; a traced one is read by its value).
+    body_fun : callable
+        ``carry -> carry`` with the structure, shapes and dtypes of
+        ``init_val``.
+    init_val : pytree
+        The initial carry.
+    checkpoints : int, optional
+        Reverse-mode memory budget: the most carries held at once (the
+        initial one included).  None records every step (fastest, memory
+        proportional to the trip count).
+    max_bytes : int, optional
+        The same budget in bytes: ``max_bytes // carry_bytes`` carries
+        (the smaller of the two when both are given).
+
+    Returns
+    -------
+    pytree
+        The carry once ``cond_fun`` is false.  Derivatives hold the trip
+        count fixed: they are those of the iterations that ran.
+
+    Notes
+    -----
+    The checkpointed loop does not know its trip count in advance, so it
+    places its snapshots online; :func:`tapead.checkpoint_cost` with
+    ``online=True`` reports the forward steps it will recompute.  The
+    body must receive every traced value it depends on through the carry.
+
+    Examples
+    --------
+    >>> import tapead as ta
+    >>> def halvings(x):       # halve until below 1: x / 2**n
+    ...     return ta.while_loop(lambda v: v > 1.0, lambda v: v * 0.5, x, checkpoints=2)
+    >>> halvings(10.0), float(ta.grad(halvings)(10.0))
+    (0.625, 0.0625)
+    """
+    _check_callable(cond_fun, "while_loop: cond_fun")
+    _check_callable(body_fun, "while_loop: body_fun")
+    leaves, tree = tree_flatten(init_val)
+    check = _carry_checker(tree, _shapes(leaves),
+                           [np.result_type(_core.concrete(v)) for v in leaves])
+    s = _budget(leaves, checkpoints, max_bytes)
+    top = _core.top_trace(tuple(leaves))
+    if s is None or type(top) is not Tape:
+        # no budget, nothing traced, or forward mode (which stores nothing anyway)
+        return _while_plain(cond_fun, body_fun, init_val, check)
+    fpos = _split(leaves)
+    others = tuple(None if k in fpos else v for k, v in enumerate(leaves))
+    if any(isinstance(leaves[k], Box) for k in range(len(leaves)) if k not in fpos):
+        others = tuple(_core.concrete(v) if v is not None else None for v in others)
+    info: dict = {"check": check}
+    params = dict(cond_fun=cond_fun, body_fun=body_fun, tree=tree, others=others,
+                  fpos=tuple(fpos), s=s, info=info, cache={})
+    floats = [leaves[k] for k in fpos]
+    if not floats:
+        return _while_plain(cond_fun, body_fun, init_val, check)
+    flat = _guarded_bind(while_p, floats, params, "ta.while_loop(checkpoints=...)")
+    out = list(info["final"])
+    for k, v in zip(fpos, _unpack(flat, [np.shape(_core.concrete(x)) for x in floats])):
+        want = np.result_type(_core.concrete(leaves[k]))
+        if np.result_type(_core.concrete(v)) != want:
+            from tapead._prims.elementwise import astype
+            v = astype(v, want)
+        out[k] = v
+    return tree_unflatten(tree, out)

@@ -1,0 +1,181 @@
+"""``scan`` over scalar carries, run in C.
+
+A scan whose carry is a few floats and whose ``xs`` are 1-d float64 arrays
+(a rollout, a recurrence) spends its time in Python when every step is
+recorded: a few microseconds of interpreter work per step for a handful of
+floating-point operations.  Here the body is recorded once, at the first
+step, on a tape of its own; when that tape holds scalar nodes only (no
+array operation, no Python branch on a traced value, no inner transform)
+the whole loop becomes one node of the caller's tape, whose value and
+reverse sweep run all T steps in C (``_core.ScalarLoop``).  Anything else
+returns None and the caller records the steps one by one, as before.
+
+The body must compute its results from its arguments only: a recording
+cannot see Python state that changes between steps (a closed-over counter,
+a value read with ``.value``); a body that closes over a traced value is
+detected and recorded step by step instead.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from tapead import _core
+from tapead._core import Box, Tape, Tracer
+from tapead._prims.base import Primitive
+from tapead._tree import tree_flatten, tree_unflatten
+
+__all__ = ["scan_scalar"]
+
+
+def _unboxed_float(x, tape):
+    """The float inside ``x`` (plain or a tracer of ``tape`` holding a plain
+    float), or None."""
+    if type(x) is Tracer:
+        if x.tape is not tape:
+            return None
+        x = x.primal
+    if type(x) is float or type(x) is np.float64:
+        return float(x)
+    if type(x) is np.ndarray and x.shape == () and x.dtype == np.float64:
+        return float(x)
+    return None
+
+
+def _unboxed_column(x, tape, T):
+    if type(x) is Tracer:
+        if x.tape is not tape:
+            return None
+        x = x.primal
+    if type(x) is np.ndarray and x.dtype == np.float64 and x.shape == (T,):
+        return x
+    return None
+
+
+def scan_scalar(f, init, xs, length, reverse, checkpoints=None):
+    """``(carry, ys)`` of the scan run in C, or None when it does not apply.
+
+    ``checkpoints=s``: the reverse sweep keeps at most ``s`` carries and
+    recomputes the rest (revolve, in C) instead of every step's partials."""
+    c_leaves, c_tree = tree_flatten(init)
+    x_leaves, x_tree = tree_flatten(xs)
+    leaves = list(c_leaves) + list(x_leaves)
+    top = _core.top_trace(tuple(leaves))
+    if type(top) is not Tape or length == 0 or not c_leaves or not x_leaves:
+        return None
+    carry0 = [_unboxed_float(c, top) for c in c_leaves]
+    cols = [_unboxed_column(x, top, length) for x in x_leaves]
+    if any(v is None for v in carry0) or any(v is None for v in cols):
+        return None
+    m, k = len(carry0), len(cols)
+    first = length - 1 if reverse else 0
+    body = Tape()
+    before, started = top.n_nodes, _core.traces_started()
+    try:
+        try:
+            ins = body.input_many([np.float64(v) for v in carry0] +
+                                  [np.float64(col[first]) for col in cols])
+            carry, y = f(tree_unflatten(c_tree, list(ins[:m])),
+                         tree_unflatten(x_tree, list(ins[m:])))
+        finally:
+            body.active = False
+    except Exception:
+        return None                        # the step-by-step loop reports it
+    if top.n_nodes != before or _core.traces_started() - started > 1:
+        return None                        # a closure over a traced value, or a transform
+    out_c, t_c = tree_flatten(carry)
+    if t_c != c_tree:
+        return None
+    out_y, y_tree = tree_flatten(y) if y is not None else ([], None)
+    outs = list(out_c) + list(out_y)
+    if not all(type(v) is Tracer and v.tape is body and type(v.primal) is float
+               for v in outs):
+        return None
+    try:
+        loop = _core.ScalarLoop(body, body.inputs[:m], body.inputs[m:m + k],
+                                [v.idx for v in out_c], [v.idx for v in out_y])
+    except ValueError:
+        return None
+    q = len(out_y)
+    flat = _core.bind(scan_scalar_p, *leaves, loop=loop, m=m, T=length, q=q,
+                      reverse=reverse, f=f, c_tree=c_tree, x_tree=x_tree, s=checkpoints,
+                      cache={})
+    from tapead._prims.shape import getitem
+    carry_out = tree_unflatten(c_tree, [getitem(flat, j) for j in range(m)])
+    if y_tree is None:
+        return carry_out, None
+    ys = tree_unflatten(y_tree, [getitem(flat, slice(m + j, None, q)) for j in range(q)])
+    return carry_out, ys
+
+
+def _columns(vals, m, reverse):
+    xs = np.column_stack([np.asarray(v, dtype=np.float64) for v in vals[m:]])
+    return xs[::-1] if reverse else xs
+
+
+def _scan_scalar_impl(*vals, loop, m, T, q, reverse, f, c_tree, x_tree, s, cache):
+    carry, ys = loop.forward(np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse),
+                             keep=s is None)
+    if reverse:
+        ys = ys[::-1]
+    return np.concatenate([carry, ys.ravel()])
+
+
+def _eager_flat(f, c_tree, x_tree, m, reverse):
+    """The same scan recorded step by step, on flat leaves (rules of higher order)."""
+    from tapead.loops import _pack, _scan_plain
+
+    def run(*vals):
+        carry, ys = _scan_plain(f, tree_unflatten(c_tree, list(vals[:m])),
+                                tree_unflatten(x_tree, list(vals[m:])), len(vals[m]),
+                                reverse, fast=False)
+        from tapead._prims.shape import stack
+        c = tree_flatten(carry)[0]
+        y = tree_flatten(ys)[0] if ys is not None else []
+        out = _pack(c)
+        if y:
+            from tapead._prims.shape import concatenate, reshape
+            ycols = stack(list(y), axis=1) if len(y) > 1 else reshape(y[0], (-1, 1))
+            return concatenate([out, reshape(ycols, (-1,))])
+        return out
+    return run
+
+
+def _scan_scalar_cts(g, vals, loop, m, T, q, reverse, f, c_tree, x_tree, s, cache):
+    if cache.get("key") == id(g):
+        return cache["cts"]
+    if isinstance(g, Box) or any(isinstance(v, Box) for v in vals):
+        from tapead.transforms import vjp
+        cts = list(vjp(_eager_flat(f, c_tree, x_tree, m, reverse), *vals)[1](g))
+    else:
+        g = np.asarray(g, dtype=np.float64)
+        gys = g[m:].reshape(T, q)
+        if reverse:
+            gys = gys[::-1]
+        if s is None:
+            gc, gx = loop.reverse(g[:m], gys)
+        else:
+            gc, gx, advances = loop.reverse_checkpointed(
+                np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse), g[:m],
+                gys, s)
+            cache["stats"] = {"advance_steps": int(advances), "max_snapshots": min(s, T)}
+        if reverse:
+            gx = gx[::-1]
+        cts = [np.float64(v) for v in gc] + [np.ascontiguousarray(gx[:, j])
+                                             for j in range(gx.shape[1])]
+    cache["key"], cache["cts"], cache["g"] = id(g), cts, g
+    return cts
+
+
+scan_scalar_p = Primitive("scan_scalar", _scan_scalar_impl)
+scan_scalar_p.defvjp_any(lambda k, g, ans, *vals, **p: _scan_scalar_cts(g, vals, **p)[k])
+
+
+def _scan_scalar_jvp(k, t, ans, *vals, loop, m, T, q, reverse, f, c_tree, x_tree, s,
+                     cache):
+    from tapead.transforms import jvp
+    tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(v)))
+                for j, v in enumerate(vals)]
+    return jvp(_eager_flat(f, c_tree, x_tree, m, reverse), tuple(vals), tuple(tangents))[1]
+
+
+scan_scalar_p.defjvp_any(_scan_scalar_jvp)
