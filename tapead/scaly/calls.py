@@ -30,6 +30,35 @@ from tapead.scaly.ops import register
 from tapead.scaly.types import TensorType
 
 CALL_OPS = ("call", "vmap")
+#: ops whose node calls Functions that stay separate (loops, branches, custom
+#: derivatives; ``tapead.scaly.control``): never expanded, listed as callees
+LOOP_OPS = ("scan", "while_loop", "cond", "custom_call")
+
+
+class broadcast:  # noqa: N801  (Scaly's name)
+    """``sc.broadcast(p)``: pass the whole of ``p`` to every stage or step."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"sc.broadcast({self.value!r})"
+
+
+class window:  # noqa: N801  (Scaly's name)
+    """``sc.window(outer, start, stride)``: stage (step) ``k`` reads the
+    contiguous elements ``start + k * stride ...`` of the flat ``outer``, as
+    many as the parameter it feeds declares."""
+
+    __slots__ = ("outer", "start", "stride")
+
+    def __init__(self, outer, start: int, stride: int):
+        self.outer, self.start, self.stride = outer, start, stride
+
+    def __repr__(self) -> str:
+        return f"sc.window({self.outer!r}, {self.start!r}, {self.stride!r})"
 
 
 # ---------------------------------------------------------------------------
@@ -93,6 +122,15 @@ def call_nodes(fn, args: Sequence[Any]) -> List[Expr]:
 def _spec(spec: Any, leaf: lay.Leaf, n: int, where: str):
     """(expression, start, stride) of one mapped input."""
     size = leaf.type.size
+    if isinstance(spec, broadcast):
+        e = as_expr(spec.value)
+        if e.size != size:
+            raise ScalyShapeError(f"{where}: input '{leaf.name}' has {size} element(s), so "
+                                  f"sc.broadcast needs an expression of {size} elements, "
+                                  f"got shape {e.shape}")
+        return e, 0, 0
+    if isinstance(spec, window):
+        spec = (spec.outer, spec.start, spec.stride)
     if isinstance(spec, tuple):
         if len(spec) != 3:
             raise LayoutError(f"{where}: a window input is (array, start, stride), got a "
@@ -105,7 +143,7 @@ def _spec(spec: Any, leaf: lay.Leaf, n: int, where: str):
                                   f"be a non-negative int, got {v!r}")
         start, stride = int(start), int(stride)
         last = start + (n - 1) * stride + size
-        if last > e.size:
+        if n > 0 and last > e.size:
             raise ScalyShapeError(
                 f"{where}: input '{leaf.name}' reads a window of {size} element(s) from "
                 f"{start} with stride {stride} over {n} stages, up to element {last - 1}, "
@@ -135,9 +173,11 @@ def vmap(stage, n: int, inputs: Sequence[Any]):
     inputs : list
         One entry per input leaf of ``stage``: an expression of ``n`` times
         the leaf's size (stage ``k`` reads the ``k``-th slice of the flat
-        array), an expression of the leaf's size (shared by every stage), or
-        a window ``(array, start, stride)`` (stage ``k`` reads the leaf's size
-        of elements from ``start + k * stride``; windows may overlap).
+        array), an expression of the leaf's size (shared by every stage;
+        ``sc.broadcast(p)`` says so explicitly), or a window
+        ``sc.window(array, start, stride)`` or ``(array, start, stride)``
+        (stage ``k`` reads the leaf's size of elements from
+        ``start + k * stride``; windows may overlap).
 
     Returns
     -------
@@ -242,7 +282,12 @@ def callees(outputs: Sequence[Expr]) -> list:
     while pending:
         for node in topo_order(pending.pop(0)):
             if node.op in CALL_OPS:
-                fn = node.attrs["fn"]
+                fns = [node.attrs["fn"]]
+            elif node.op in LOOP_OPS:
+                fns = node.attrs["spec"].functions
+            else:
+                continue
+            for fn in fns:
                 if id(fn) not in seen:
                     seen.add(id(fn))
                     found.append(fn)
@@ -250,4 +295,5 @@ def callees(outputs: Sequence[Expr]) -> list:
     return found
 
 
-__all__ = ["vmap", "expand_calls", "call_nodes", "callees", "CALL_OPS"]
+__all__ = ["vmap", "broadcast", "window", "expand_calls", "call_nodes", "callees",
+           "CALL_OPS", "LOOP_OPS"]

@@ -45,8 +45,18 @@ def reverse_adjoints(output: Expr, weight: Expr, wrt: Sequence[Expr]) -> List[Ex
     contributions are added left to right (``add(c1, c2)``), so two equal
     contributions are one interned node added to itself.
     """
-    adjoint: Dict[int, Expr] = {output.id: weight}
-    for node in reversed(topo_order([output])):
+    return reverse_adjoints_many([output], [weight], wrt)
+
+
+def reverse_adjoints_many(outputs: Sequence[Expr], weights: Sequence[Optional[Expr]],
+                          wrt: Sequence[Expr]) -> List[Expr]:
+    """``reverse_adjoints`` of several outputs at once: the adjoints of
+    ``sum_k <weights[k], outputs[k]>`` (a ``None`` weight is zero)."""
+    adjoint: Dict[int, Expr] = {}
+    for y, w in zip(outputs, weights):
+        if w is not None:
+            adjoint[y.id] = w if y.id not in adjoint else adjoint[y.id] + w
+    for node in reversed(topo_order(list(outputs))):
         g = adjoint.get(node.id)
         if g is None or not node.diff or node.op in ("input", "const"):
             continue

@@ -1,0 +1,503 @@
+"""Loop and branch nodes: what they compute (``LoopSpec``) and their derivatives.
+
+A loop is one node per output in the caller's graph, all sharing a
+``LoopSpec`` that holds the body Function(s) and the static options; the
+body is never copied into the caller, so the graph does not grow with the
+number of steps.  Output numbering:
+
+* ``scan``: final carries, then stacked outputs, then trajectories (the
+  carries entering each step, stacked; only reverse mode reads them);
+* ``while_loop``: final carries, the int64 count, then trajectories;
+* ``cond`` and ``custom_call``: the outputs of the branch (Function).
+
+Derivatives are loops again (``jvp``/``vjp`` rules of the op table):
+
+* forward mode runs a *tangent loop* whose carries are the primal carries
+  followed by their tangents, with the body's forward derivative as body;
+* reverse mode runs a *backward loop* over the executed steps in the
+  opposite order, reading the primal trajectory; its carries are the
+  carries' adjoints and the accumulated adjoints of whole (broadcast)
+  parameters, and it stacks the adjoints of per-step inputs.  A while loop's
+  backward loop is a reverse scan over ``max_iter`` steps with the count as
+  its trip;
+* a branch differentiates into a branch over the branches' derivatives,
+  selected by the same selector.
+
+Derived loops are built once per loop (cached on its spec), so forward over
+reverse (Hessians) differentiates the backward loop again the same way.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from tapead.scaly import layout as lay
+from tapead.scaly.derivatives import forward_tangents, reverse_adjoints_many
+from tapead.scaly.expr import Expr, make_node, reshape, scatter, substitute, sym, zeros
+from tapead.scaly.loops_lower import eval_fn, print_fn
+from tapead.scaly.ops import register
+from tapead.scaly.types import TensorType, dtypes
+
+FLOAT = dtypes.float64
+
+
+class LoopSpec:
+    """The static description of one loop, branch or custom call.
+
+    Attributes
+    ----------
+    op : str
+        ``"scan"``, ``"while_loop"``, ``"cond"`` or ``"custom_call"``.
+    body : Function or None
+        The step Function (the Function itself for ``custom_call``).
+    cond : Function or None
+        The condition of a while loop.
+    branches : tuple of Function
+        The branches of a ``cond``.
+    carry_types : list of TensorType
+        One per carry leaf (``n_carry`` of them).
+    xs_types, windows : list
+        Per further body input leaf (after the carries and the step number):
+        its type and ``(start, stride)`` in the flat operand (``(0, 0)``:
+        passed whole; ``(0, size)``: the k-th slice).
+    y_types : list of TensorType
+        Per stacked output leaf, the per-step type.
+    length : int
+        ``length`` of a scan, ``max_iter`` of a while loop.
+    """
+
+    def __init__(self, op: str, name: str, *, body=None, cond=None, branches=(),
+                 carry_types=(), xs_types=(), windows=(), y_types=(), out_types=None,
+                 length=0, index=False, reverse=False, has_trip=False,
+                 max_trajectory=None, in_place=(), strict_carries=(), forward=None,
+                 reverse_fn=None):
+        self.op, self.name = op, name
+        self.body, self.cond, self.branches = body, cond, tuple(branches)
+        self.carry_types = list(carry_types)
+        self.n_carry = len(self.carry_types)
+        self.xs_types, self.windows = list(xs_types), list(windows)
+        self.y_types = list(y_types)
+        self.length, self.index, self.reverse = int(length), bool(index), bool(reverse)
+        self.has_trip = bool(has_trip)
+        self.max_trajectory = max_trajectory
+        self.in_place = tuple(in_place)
+        self.strict_carries = tuple(strict_carries)
+        self.custom_forward, self.custom_reverse = forward, reverse_fn
+        L = self.length
+        if op == "scan":
+            self.out_types = (self.carry_types
+                              + [TensorType((L,) + t.shape, t.dtype) for t in self.y_types]
+                              + [TensorType((L,) + t.shape, t.dtype)
+                                 for t in self.carry_types])
+            self.traj_offset = self.n_carry + len(self.y_types)
+        elif op == "while_loop":
+            self.out_types = (self.carry_types + [TensorType((), dtypes.int64)]
+                              + [TensorType((L,) + t.shape, t.dtype)
+                                 for t in self.carry_types])
+            self.traj_offset = self.n_carry + 1
+        else:
+            self.out_types = list(out_types)
+            self.traj_offset = len(self.out_types)
+        self._derived: Dict[str, Any] = {}
+        self._patterns: Dict[int, list] = {}
+
+    @property
+    def functions(self) -> List[Any]:
+        """The Functions this node calls (listed after the caller)."""
+        return [f for f in (self.body, self.cond) + self.branches if f is not None]
+
+    def display(self) -> Dict[str, Any]:
+        """The attributes a listing shows (besides ``output``)."""
+        if self.op == "scan":
+            d = {"callee": self.name, "length": self.length}
+            if self.index:
+                d["index"] = True
+            if self.reverse:
+                d["reverse"] = True
+            if self.has_trip:
+                d["trip"] = True
+            return d
+        if self.op == "while_loop":
+            d = {"callee": self.name, "cond": self.cond.name, "max_iter": self.length}
+            if self.index:
+                d["index"] = True
+            return d
+        if self.op == "cond":
+            return {"branches": ", ".join(f.name for f in self.branches)}
+        return {"callee": self.name}
+
+    def nodes(self, operands: Sequence[Expr]) -> List[Expr]:
+        """One node per output of this spec on ``operands``."""
+        shown = self.display()
+        return [make_node(self.op, operands, dict(shown, spec=self, output=k))
+                for k in range(len(self.out_types))]
+
+    def branch_patterns(self, k: int) -> list:
+        """Per operand, the union over branches of the pattern of output ``k``
+        with respect to it (None for a non-float operand)."""
+        if k not in self._patterns:
+            from tapead.scaly.sparsity import _pattern
+            pats = []
+            for j, t in enumerate(self.xs_types):
+                if t.dtype != FLOAT:
+                    pats.append(None)
+                    continue
+                P = None
+                for fn in self.branches:
+                    Pb = _pattern(fn.expanded_outputs()[k], fn.inputs[j]).to_scipy()
+                    P = Pb if P is None else (P + Pb)
+                pats.append(P)
+            self._patterns[k] = pats
+        return self._patterns[k]
+
+
+# ---------------------------------------------------------------------------
+# building Functions from expressions
+# ---------------------------------------------------------------------------
+
+def fresh(base: str, taken: set) -> str:
+    """``base`` (or ``base_2``, ``base_3`` ...) not in ``taken``; marks it taken."""
+    name, k = base, 2
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    taken.add(name)
+    return name
+
+
+def make_function(name: str, inputs: Sequence[Expr], outputs: Sequence[Tuple[str, Expr]]):
+    """A Function with input nodes ``inputs`` (named by their symbols) and the
+    named output expressions, all leaves of one group."""
+    from tapead.scaly.function import Function
+    params = [lay.arg(node.attrs["name"], node.type) for node in inputs]
+    outs = lay.group(*[lay.arg(n, e.type) for n, e in outputs])
+    return Function(name, params, outs, list(inputs), [e for _, e in outputs])
+
+
+def _new_inputs(prefix: str, like: Sequence[Expr], taken: set,
+                names: Optional[Sequence[str]] = None) -> List[Expr]:
+    """New input nodes typed like ``like``, named ``prefix`` + their names
+    (``names``, or the input names of ``like``)."""
+    names = [node.attrs["name"] for node in like] if names is None else names
+    return [sym(fresh(f"{prefix}{n}", taken), node.type) for n, node in zip(names, like)]
+
+
+def _zero_if_none(t: Optional[Expr], ttype: TensorType) -> Expr:
+    return zeros(ttype.shape) if t is None else t
+
+
+def _names(fn) -> set:
+    return set(fn.input_names) | set(fn.output_names)
+
+
+# ---------------------------------------------------------------------------
+# forward mode: the tangent loop
+# ---------------------------------------------------------------------------
+
+def _step_parts(spec):
+    """The step Function's inputs split as (carries, index or None, xs) and
+    its outputs as (carries, ys)."""
+    fn, nc = spec.body, spec.n_carry
+    ins = fn.inputs
+    idx = ins[nc] if spec.index else None
+    xs = ins[nc + (1 if spec.index else 0):]
+    outs = fn.expanded_outputs()
+    return ins[:nc], idx, xs, outs[:nc], outs[nc:]
+
+
+def _floats(nodes) -> List[int]:
+    return [j for j, n in enumerate(nodes) if n.dtype == FLOAT]
+
+
+def tangent_spec(spec) -> Tuple[LoopSpec, Dict[str, list]]:
+    """The tangent loop of a scan or while loop (built once per spec)."""
+    cached = spec._derived.get("jvp")
+    if cached is not None:
+        return cached
+    carries, idx, xs, c_out, ys = _step_parts(spec)
+    fc, fx, fy = _floats(carries), _floats(xs), _floats(ys)
+    taken = _names(spec.body) | (_names(spec.cond) if spec.cond is not None else set())
+    tc = _new_inputs("tan_", [carries[j] for j in fc], taken)
+    tx = _new_inputs("tan_", [xs[j] for j in fx], taken)
+    seeds = {carries[j].id: t for j, t in zip(fc, tc)}
+    seeds.update({xs[j].id: t for j, t in zip(fx, tx)})
+    outs = list(c_out) + list(ys)
+    touts = forward_tangents(outs, seeds)
+    inputs = list(carries) + tc + ([idx] if idx is not None else []) + list(xs) + tx
+    onames = spec.body.output_names
+    outputs = [(onames[j], c_out[j]) for j in range(len(c_out))]
+    outputs += [(fresh(f"tan_{onames[j]}", taken),
+                 _zero_if_none(touts[j], c_out[j].type)) for j in fc]
+    outputs += [(onames[len(c_out) + j], ys[j]) for j in range(len(ys))]
+    outputs += [(fresh(f"tan_{onames[len(c_out) + j]}", taken),
+                 _zero_if_none(touts[len(c_out) + j], ys[j].type)) for j in fy]
+    body_t = make_function(f"{spec.body.name}_fwd", inputs, outputs)
+    cond_t = None
+    if spec.op == "while_loop":
+        cond_t = make_function(f"{spec.cond.name}_fwd", inputs,
+                               [(spec.cond.output_names[0], spec.cond.expanded_outputs()[0])])
+    carry_types = spec.carry_types + [spec.carry_types[j] for j in fc]
+    xs_types = spec.xs_types + [spec.xs_types[j] for j in fx]
+    windows = spec.windows + [spec.windows[j] for j in fx]
+    new = LoopSpec(spec.op, body_t.name, body=body_t, cond=cond_t, carry_types=carry_types,
+                   xs_types=xs_types, windows=windows,
+                   y_types=spec.y_types + [spec.y_types[j] for j in fy],
+                   length=spec.length, index=spec.index, reverse=spec.reverse,
+                   has_trip=spec.has_trip)
+    info = {"fc": fc, "fx": fx, "fy": fy}
+    spec._derived["jvp"] = (new, info)
+    return new, info
+
+
+def _tangent_output(spec, new, info, k: int) -> Optional[int]:
+    """Output of the tangent loop holding the tangent of output ``k``."""
+    nc, fc, fy = spec.n_carry, info["fc"], info["fy"]
+    ntc = len(fc)
+    if k < nc:
+        return nc + fc.index(k) if k in fc else None
+    if spec.op == "scan":
+        ny = len(spec.y_types)
+        if k < nc + ny:
+            j = k - nc
+            return nc + ntc + ny + fy.index(j) if j in fy else None
+        j = k - nc - ny
+        return new.traj_offset + nc + fc.index(j) if j in fc else None
+    if k == nc:                                  # the count has no tangent
+        return None
+    j = k - nc - 1
+    return new.traj_offset + nc + fc.index(j) if j in fc else None
+
+
+def loop_jvp(ts, node):
+    spec = node.attrs["spec"]
+    new, info = tangent_spec(spec)
+    k = _tangent_output(spec, new, info, node.attrs["output"])
+    if k is None:
+        return None
+    ops, nc = node.operands, spec.n_carry
+    pos = nc + (1 if spec.has_trip else 0)
+    carries, xs = ops[:nc], ops[pos:]
+    tcs = [_zero_if_none(ts[j], carries[j].type) for j in info["fc"]]
+    txs = [_zero_if_none(ts[pos + j], xs[j].type) for j in info["fx"]]
+    operands = list(carries) + tcs + list(ops[nc:pos]) + list(xs) + txs
+    return new.nodes(operands)[k]
+
+
+# ---------------------------------------------------------------------------
+# reverse mode: the backward loop
+# ---------------------------------------------------------------------------
+
+def trajectory_size(spec) -> int:
+    """Scalar elements of the trajectory reverse mode stores."""
+    return spec.length * sum(t.size for t in spec.carry_types)
+
+
+def _check_reverse(spec) -> None:
+    if spec.max_trajectory is not None and trajectory_size(spec) > spec.max_trajectory:
+        sizes = " + ".join(str(t.size) for t in spec.carry_types) or "0"
+        raise ValueError(
+            f"reverse mode through {spec.op} '{spec.name}' would store a trajectory of "
+            f"{spec.length} steps x ({sizes}) carry elements = {trajectory_size(spec)} "
+            f"elements, more than max_trajectory={spec.max_trajectory}; raise the limit, or "
+            "give the loop's Function a derivative that stores no trajectory with "
+            "sc.custom_derivative")
+    if spec.strict_carries:
+        raise ValueError(
+            f"{spec.op} '{spec.name}': in_place={spec.in_place!r} asks to update the "
+            f"carries {spec.strict_carries!r} in place, but reverse mode reads the carries "
+            "entering every step (the trajectory); leave in_place unset when requesting "
+            "reverse-mode derivatives")
+
+
+def backward_spec(spec) -> Tuple[LoopSpec, Dict[str, list]]:
+    """The backward loop of a scan or while loop (built once per spec)."""
+    cached = spec._derived.get("vjp")
+    if cached is not None:
+        return cached
+    carries, idx, xs, c_out, ys = _step_parts(spec)
+    fc, fy = _floats(carries), _floats(ys)
+    fb = [j for j in _floats(xs) if spec.windows[j][1] == 0]          # passed whole
+    fs = [j for j in _floats(xs) if spec.windows[j][1] != 0]          # per step
+    taken = _names(spec.body)
+    gc = _new_inputs("adj_", [carries[j] for j in fc], taken)
+    gp = _new_inputs("adj_", [xs[j] for j in fb], taken)
+    ynames = spec.body.output_names[len(c_out):]
+    gy = _new_inputs("adj_", [ys[j] for j in fy], taken, [ynames[j] for j in fy])
+    weights = [None] * len(c_out) + [None] * len(ys)
+    for j, g in zip(fc, gc):
+        weights[j] = g
+    for j, g in zip(fy, gy):
+        weights[len(c_out) + j] = g
+    wrt = [carries[j] for j in fc] + [xs[j] for j in fb] + [xs[j] for j in fs]
+    adj = reverse_adjoints_many(list(c_out) + list(ys), weights, wrt)
+    a_c, a_b, a_s = adj[:len(fc)], adj[len(fc):len(fc) + len(fb)], adj[len(fc) + len(fb):]
+    inputs = gc + gp + ([idx] if idx is not None else []) + list(carries) + list(xs) + gy
+    outputs = [(fresh(f"adj_{carries[j].attrs['name']}_in", taken), a)
+               for j, a in zip(fc, a_c)]
+    outputs += [(fresh(f"adj_{g.attrs['name']}_sum", taken), g + a) for g, a in zip(gp, a_b)]
+    outputs += [(fresh(f"adj_{xs[j].attrs['name']}_step", taken), a)
+                for j, a in zip(fs, a_s)]
+    body_b = make_function(f"{spec.body.name}_rev", inputs, outputs)
+    carry_types = [spec.carry_types[j] for j in fc] + [spec.xs_types[j] for j in fb]
+    xs_types = (list(spec.carry_types) + spec.xs_types + [spec.y_types[j] for j in fy])
+    windows = ([(0, t.size) for t in spec.carry_types] + spec.windows
+               + [(0, spec.y_types[j].size) for j in fy])
+    new = LoopSpec("scan", body_b.name, body=body_b, carry_types=carry_types,
+                   xs_types=xs_types, windows=windows,
+                   y_types=[spec.xs_types[j] for j in fs], length=spec.length,
+                   index=spec.index, reverse=not spec.reverse if spec.op == "scan" else True,
+                   has_trip=spec.has_trip or spec.op == "while_loop")
+    info = {"fc": fc, "fy": fy, "fb": fb, "fs": fs}
+    spec._derived["vjp"] = (new, info)
+    return new, info
+
+
+def _window_indices(spec, j: int, operand: Expr) -> np.ndarray:
+    start, stride = spec.windows[j]
+    size = spec.xs_types[j].size
+    k = np.arange(spec.length, dtype=np.int64)[:, None]
+    return (start + k * stride + np.arange(size, dtype=np.int64)[None, :]).reshape(-1)
+
+
+def loop_vjp(g, node):
+    spec = node.attrs["spec"]
+    _check_reverse(spec)
+    new, info = backward_spec(spec)
+    ops, nc, k = node.operands, spec.n_carry, node.attrs["output"]
+    pos = nc + (1 if spec.has_trip else 0) if spec.op == "scan" else nc
+    xs = ops[pos:]
+    primal = spec.nodes(ops)
+    fc, fy, fb, fs = info["fc"], info["fy"], info["fb"], info["fs"]
+    gc = [g if k == j else zeros(spec.carry_types[j].shape) for j in fc]
+    gp = [zeros(spec.xs_types[j].shape) for j in fb]
+    gy = [g if k == nc + j else zeros((spec.length,) + spec.y_types[j].shape) for j in fy]
+    trip = ([ops[nc]] if spec.has_trip and spec.op == "scan" else
+            [primal[nc]] if spec.op == "while_loop" else [])
+    traj = primal[spec.traj_offset:spec.traj_offset + nc]
+    back = new.nodes(gc + gp + trip + traj + list(xs) + gy)
+    out: List[Optional[Expr]] = [None] * len(ops)
+    for i, j in enumerate(fc):
+        out[j] = back[i]
+    for i, j in enumerate(fb):
+        out[pos + j] = _to_operand(back[len(fc) + i], spec.windows[j][0], xs[j])
+    for i, j in enumerate(fs):
+        stacked = back[new.n_carry + i]                    # (length,) + leaf shape
+        operand = xs[j]
+        start, stride = spec.windows[j]
+        if start == 0 and stride == spec.xs_types[j].size and \
+                operand.size == spec.length * stride:
+            out[pos + j] = reshape(stacked, operand.shape)
+        else:
+            out[pos + j] = scatter(stacked, _window_indices(spec, j, operand), operand.shape)
+    return out
+
+
+def _to_operand(adj: Expr, start: int, operand: Expr) -> Expr:
+    """The adjoint of a parameter passed whole (or one fixed window) as a
+    contribution to the operand it was read from."""
+    if start == 0 and adj.size == operand.size:
+        return adj if adj.shape == operand.shape else reshape(adj, operand.shape)
+    return scatter(adj, np.arange(start, start + adj.size), operand.shape)
+
+
+# ---------------------------------------------------------------------------
+# branches and custom derivatives
+# ---------------------------------------------------------------------------
+
+def _branch_derivative(spec, kind: str):
+    cached = spec._derived.get(kind)
+    if cached is not None:
+        return cached
+    branches, fin, fout = [], None, None
+    for fn in spec.branches:
+        ins, outs = fn.inputs, fn.expanded_outputs()
+        fin, fout = _floats(ins), _floats(outs)
+        taken = _names(fn)
+        if kind == "jvp":
+            tin = _new_inputs("tan_", [ins[j] for j in fin], taken)
+            touts = forward_tangents(outs, {ins[j].id: t for j, t in zip(fin, tin)})
+            outputs = [(n, e) for n, e in zip(fn.output_names, outs)]
+            outputs += [(fresh(f"tan_{fn.output_names[j]}", taken),
+                         _zero_if_none(touts[j], outs[j].type)) for j in fout]
+            branches.append(make_function(f"{fn.name}_fwd", list(ins) + tin, outputs))
+        else:
+            gin = _new_inputs("adj_", [outs[j] for j in fout], taken,
+                              [fn.output_names[j] for j in fout])
+            weights = [None] * len(outs)
+            for j, w in zip(fout, gin):
+                weights[j] = w
+            adj = reverse_adjoints_many(outs, weights, [ins[j] for j in fin])
+            outputs = [(fresh(f"adj_{ins[j].attrs['name']}", taken), a)
+                       for j, a in zip(fin, adj)]
+            branches.append(make_function(f"{fn.name}_rev", list(ins) + gin, outputs))
+    fn0 = branches[0]
+    new = LoopSpec("cond", fn0.name, branches=branches,
+                   xs_types=[n.type for n in fn0.inputs], out_types=[n.type for n in fn0.outputs])
+    spec._derived[kind] = (new, fin, fout)
+    return spec._derived[kind]
+
+
+def cond_jvp(ts, node):
+    spec = node.attrs["spec"]
+    new, fin, fout = _branch_derivative(spec, "jvp")
+    k = node.attrs["output"]
+    if k not in fout:
+        return None
+    ops = node.operands
+    tin = [_zero_if_none(ts[1 + j], ops[1 + j].type) for j in fin]
+    return new.nodes(list(ops) + tin)[len(spec.out_types) + fout.index(k)]
+
+
+def cond_vjp(g, node):
+    spec = node.attrs["spec"]
+    new, fin, fout = _branch_derivative(spec, "vjp")
+    k, ops = node.attrs["output"], node.operands
+    gs = [g if j == k else zeros(spec.out_types[j].shape) for j in fout]
+    back = new.nodes(list(ops) + gs)
+    out: List[Optional[Expr]] = [None] * len(ops)
+    for i, j in enumerate(fin):
+        out[1 + j] = back[i]
+    return out
+
+
+def _inline(fn, operands) -> List[Expr]:
+    return substitute(fn.expanded_outputs(), {i.id: o for i, o in zip(fn.inputs, operands)})
+
+
+def custom_jvp(ts, node):
+    spec, k, ops = node.attrs["spec"], node.attrs["output"], node.operands
+    if spec.custom_forward is None:          # forward mode stores nothing: the graph
+        fn = spec.body
+        seeds = {i.id: t for i, t in zip(fn.inputs, ts) if t is not None}
+        t = forward_tangents([fn.expanded_outputs()[k]], seeds)[0]
+        if t is None:
+            return None
+        return substitute([t], {i.id: o for i, o in zip(fn.inputs, ops)})[0]
+    tin = [_zero_if_none(t, o.type) for t, o in zip(ts, ops)]
+    return _inline(spec.custom_forward, list(ops) + tin)[k]
+
+
+def custom_vjp(g, node):
+    spec, k, ops = node.attrs["spec"], node.attrs["output"], node.operands
+    gs = [g if j == k else zeros(t.shape) for j, t in enumerate(spec.out_types)]
+    if spec.custom_reverse is None:
+        fn = spec.body
+        adj = reverse_adjoints_many(fn.expanded_outputs(), gs, fn.inputs)
+        return substitute(adj, {i.id: o for i, o in zip(fn.inputs, ops)})
+    return _inline(spec.custom_reverse, list(ops) + gs)
+
+
+# ---------------------------------------------------------------------------
+# the op table entries
+# ---------------------------------------------------------------------------
+
+def _loop_infer(operands, attrs) -> TensorType:
+    return attrs["spec"].out_types[attrs["output"]]
+
+
+register("scan", _loop_infer, eval_fn, vjp=loop_vjp, jvp=loop_jvp)
+register("while_loop", _loop_infer, eval_fn, vjp=loop_vjp, jvp=loop_jvp)
+register("cond", _loop_infer, eval_fn, vjp=cond_vjp, jvp=cond_jvp)
+register("custom_call", _loop_infer, eval_fn, vjp=custom_vjp, jvp=custom_jvp)
+register("print", lambda ops, a: ops[0].type, print_fn,
+         vjp=lambda g, n: [g], jvp=lambda ts, n: ts[0], jvp_many=lambda ts, n, k: ts[0])

@@ -1,0 +1,267 @@
+"""Evaluating loops, branches, custom calls and prints on the tape.
+
+A loop node of the expression graph (``expr.scan``, ``expr.while_loop``,
+``expr.cond``, ``expr.custom_call``; see ``tapead.scaly.control``) has one
+node per output, all sharing a ``LoopSpec``.  Lowering records them as one
+object node of the tape (``scaly_loop``: runs the whole loop, returning a
+``LoopResult``) followed by one ``scaly_loop_pick`` node per output used, so
+the loop runs once however many of its outputs the program reads.  The
+tape's re-evaluation (``Tape.evaluate``) calls ``scaly_loop`` again, which
+runs the body Function's own lowered program once per executed step:
+the per-step cost is one ``Function.evaluate`` call of the body (a check of
+the argument shapes and one ``Tape.evaluate`` of the body's tape), so
+there is Python work per step, but no tracing.
+
+The trajectory (the carries entering each step) is stored only when an
+output of the program reads it, which is what reverse mode asks for.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Set, Tuple
+
+import numpy as np
+
+from tapead import _core
+from tapead import patterns as _patterns
+from tapead._prims.base import Primitive
+from tapead.scaly.expr import Expr, topo_order
+from tapead.scaly.lower import LOWERINGS
+
+
+class LoopResult:
+    """Every output value of one evaluation of a loop node (opaque to the tape)."""
+
+    __slots__ = ("values",)
+    shape = ()                          # what the tape's bookkeeping asks of a value
+    dtype = np.dtype(object)
+    nbytes = 0
+
+    def __init__(self, values: List[Any]):
+        self.values = values
+
+
+# ---------------------------------------------------------------------------
+# running a loop on numbers
+# ---------------------------------------------------------------------------
+
+def _arr(value: Any, ttype) -> np.ndarray:
+    return np.asarray(_core.concrete(value), dtype=ttype.dtype).reshape(ttype.shape)
+
+
+def _slice(flat: np.ndarray, leaf_type, start: int, stride: int, k: int) -> np.ndarray:
+    first = start + k * stride
+    return flat[first:first + leaf_type.size].reshape(leaf_type.shape)
+
+
+def _step_inputs(spec, carries, k, xs_flat) -> List[np.ndarray]:
+    args = list(carries)
+    if spec.index:
+        args.append(np.int64(k))
+    for flat, ttype, (start, stride) in zip(xs_flat, spec.xs_types, spec.windows):
+        args.append(_slice(flat, ttype, start, stride, k))
+    return args
+
+
+def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
+    """All outputs of a scan: final carries, stacked outputs, trajectories."""
+    nc, L = spec.n_carry, spec.length
+    carries = [_arr(v, t) for v, t in zip(values[:nc], spec.carry_types)]
+    pos = nc
+    trip = L
+    if spec.has_trip:
+        trip = int(np.clip(int(np.asarray(_core.concrete(values[pos]))), 0, L))
+        pos += 1
+    xs_flat = [np.asarray(_core.concrete(v), dtype=t.dtype).reshape(-1)
+               for v, t in zip(values[pos:], spec.xs_types)]
+    ys = [np.zeros((L,) + t.shape, t.dtype) for t in spec.y_types]
+    traj = ([np.zeros((L,) + t.shape, t.dtype) for t in spec.carry_types]
+            if want_traj else [None] * nc)
+    steps = range(trip - 1, -1, -1) if spec.reverse else range(trip)
+    body = spec.body
+    for k in steps:
+        if want_traj:
+            for j in range(nc):
+                traj[j][k] = carries[j]
+        outs = body.evaluate(_step_inputs(spec, carries, k, xs_flat))
+        carries = [np.asarray(o) for o in outs[:nc]]
+        for j, y in enumerate(outs[nc:]):
+            ys[j][k] = y
+    return carries + ys + traj
+
+
+def run_while(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
+    """All outputs of a while loop: final carries, the count, trajectories."""
+    nc, L = spec.n_carry, spec.length
+    carries = [_arr(v, t) for v, t in zip(values[:nc], spec.carry_types)]
+    xs_flat = [np.asarray(_core.concrete(v), dtype=t.dtype).reshape(-1)
+               for v, t in zip(values[nc:], spec.xs_types)]
+    traj = ([np.zeros((L,) + t.shape, t.dtype) for t in spec.carry_types]
+            if want_traj else [None] * nc)
+    count = 0
+    while count < L:
+        args = _step_inputs(spec, carries, count, xs_flat)
+        if not bool(spec.cond.evaluate(args)[0]):
+            break
+        if want_traj:
+            for j in range(nc):
+                traj[j][count] = carries[j]
+        carries = [np.asarray(o) for o in spec.body.evaluate(args)]
+        count += 1
+    return carries + [np.int64(count)] + traj
+
+
+def branch_index(selector: Any, n: int) -> int:
+    """The branch a selector picks: a bool is 0 or 1, an int is clamped to [0, n)."""
+    s = np.asarray(_core.concrete(selector))
+    k = int(bool(s)) if s.dtype == np.bool_ else int(s)
+    return min(max(k, 0), n - 1)
+
+
+def run_cond(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
+    """The outputs of the selected branch (only that branch runs)."""
+    fn = spec.branches[branch_index(values[0], len(spec.branches))]
+    return list(fn.evaluate([_arr(v, t) for v, t in zip(values[1:], spec.xs_types)]))
+
+
+def run_custom(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
+    """The outputs of the Function whose derivative is custom."""
+    return list(spec.body.evaluate([_arr(v, t) for v, t in zip(values, spec.xs_types)]))
+
+
+RUNNERS = {"scan": run_scan, "while_loop": run_while, "cond": run_cond,
+           "custom_call": run_custom}
+
+
+def run(spec, values: Sequence[Any], want_traj: bool = False) -> List[Any]:
+    """Every output of ``spec``'s node at operand ``values`` (numbers)."""
+    return RUNNERS[spec.op](spec, values, want_traj)
+
+
+def _tape_result(value: Any) -> Any:
+    """A float64 scalar goes on the tape as a Python float (the C fast path)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype == np.float64:
+        return float(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+def _loop_impl(*values, spec, want_traj):
+    return LoopResult(run(spec, values, want_traj))
+
+
+def _pick_impl(result, *operands, spec, output):
+    return _tape_result(result.values[output])
+
+
+#: runs a whole loop (or branch): its value is a LoopResult
+loop_p = Primitive("scaly_loop", _loop_impl, saves=())
+#: one output of a loop; the loop's operands are passed again only so that
+#: sparsity patterns can follow them
+pick_p = Primitive("scaly_loop_pick", _pick_impl, saves=())
+
+
+# ---------------------------------------------------------------------------
+# lowering: one tape node per loop, one per output used
+# ---------------------------------------------------------------------------
+
+def _loop_key(node: Expr) -> Tuple[int, Tuple[int, ...]]:
+    return (id(node.attrs["spec"]), tuple(o.id for o in node.operands))
+
+
+def _uses(program) -> Dict[Tuple, Set[int]]:
+    """Loop key -> the outputs of that loop the program reads (computed once)."""
+    uses = program.__dict__.get("_loop_uses")
+    if uses is None:
+        uses = {}
+        for node in topo_order(program.outputs):
+            if node.op in RUNNERS:
+                uses.setdefault(_loop_key(node), set()).add(node.attrs["output"])
+        program._loop_uses = uses
+    return uses
+
+
+def lower_loop(program, node: Expr, args: List[Any]) -> Any:
+    """``LOWERINGS`` entry of every loop op: run the loop once per program."""
+    spec = node.attrs["spec"]
+    key = _loop_key(node)
+    memo = program.__dict__.setdefault("_loop_memo", {})
+    result = memo.get(key)
+    if result is None:
+        wanted = _uses(program).get(key, {node.attrs["output"]})
+        want_traj = any(k >= spec.traj_offset for k in wanted)
+        if any(isinstance(a, _core.Box) for a in args):
+            result = _core.bind(loop_p, *args, spec=spec, want_traj=want_traj)
+        else:
+            result = _loop_impl(*args, spec=spec, want_traj=want_traj)
+        memo[key] = result
+    if isinstance(result, LoopResult):
+        return _tape_result(result.values[node.attrs["output"]])
+    return _core.bind(pick_p, result, *args, spec=spec, output=node.attrs["output"])
+
+
+for _op in RUNNERS:
+    LOWERINGS[_op] = lower_loop
+
+
+def eval_fn(*values, spec, output, **display):
+    """The op table's ``fn`` of loop nodes (one output, evaluated on its own)."""
+    want = output >= spec.traj_offset
+    return run(spec, [_core.concrete(v) for v in values], want)[output]
+
+
+# ---------------------------------------------------------------------------
+# sc.print
+# ---------------------------------------------------------------------------
+
+def format_value(value: Any) -> str:
+    """How ``sc.print`` shows a value: ``1`` for 1.0, ``0.5``, ``[1, 2.5]``."""
+    a = np.asarray(_core.concrete(value))
+    if a.ndim == 0:
+        v = a.item()
+        if isinstance(v, float):
+            return str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
+        return str(v)
+    if a.ndim == 1:
+        return "[" + ", ".join(format_value(v) for v in a) + "]"
+    return "[" + ", ".join(format_value(row) for row in a) + "]"
+
+
+def _print_impl(x, fmt):
+    print(fmt.format(format_value(x)))
+    return x
+
+
+#: prints its operand when the program computes it, and returns it
+print_p = Primitive("scaly_print", _print_impl, saves=())
+
+
+def print_fn(x, fmt):
+    """The op table's ``fn`` of ``expr.print``."""
+    if isinstance(x, _core.Box):
+        return _core.bind(print_p, x, fmt=fmt)
+    return _print_impl(x, fmt)
+
+
+# ---------------------------------------------------------------------------
+# sparsity patterns on the tape
+# ---------------------------------------------------------------------------
+
+def _pick_sparsity(rec, pats, shapes, out_shape, N):
+    """A loop output depends on everything its operands do (a superset); a
+    branch output on the union over branches of what each branch reads."""
+    spec, k = rec.params["spec"], rec.params["output"]
+    operand_pats = pats[1:]
+    size = int(np.prod(out_shape, dtype=np.int64))
+    if spec.op == "cond":
+        import scipy.sparse as sp
+        out = sp.csr_array((size, N))
+        for j, P in enumerate(spec.branch_patterns(k)):
+            if P is not None and operand_pats[1 + j] is not None:
+                out = out + sp.csr_array(P, dtype=float) @ operand_pats[1 + j]
+        return out
+    return _patterns._dense_rule(rec, operand_pats, shapes[1:], out_shape, N)
+
+
+_patterns.SPARSITY_RULES["scaly_loop"] = _patterns._zero_rule
+_patterns.SPARSITY_RULES["scaly_loop_pick"] = _pick_sparsity
