@@ -62,6 +62,12 @@ def check_derivatives(fn, ref, out, inp, args, hessian=True):
                                        atol=1e-11)
             fdh = central(along(grad), args[k]).reshape(H.shape)
             np.testing.assert_allclose(H, fdh, rtol=1e-5, atol=1e-6)
+            # reverse over reverse: the gradient of <gradient, w> is H w
+            w = np.linspace(0.5, -0.7, H.shape[0]).reshape(np.shape(g))
+            gw = sc.function(*fn.params, outputs=sc.arg("gw", ()))(
+                lambda *a: (grad(*a) * w).sum())
+            np.testing.assert_allclose(np.ravel(sc.gradient(gw, "gw", inp)(*args)),
+                                       H @ np.ravel(w), rtol=1e-11, atol=1e-11)
 
 
 # ---------------------------------------------------------------------------

@@ -323,6 +323,8 @@ def backward_spec(spec) -> Tuple[LoopSpec, Dict[str, list]]:
     gp = _new_inputs("adj_", [xs[j] for j in fb], taken)
     ynames = spec.body.output_names[len(c_out):]
     gy = _new_inputs("adj_", [ys[j] for j in fy], taken, [ynames[j] for j in fy])
+    # the adjoint of the trajectory output at this step (the carry entering it)
+    gt = _new_inputs("adj_traj_", [carries[j] for j in fc], taken)
     weights = [None] * len(c_out) + [None] * len(ys)
     for j, g in zip(fc, gc):
         weights[j] = g
@@ -331,17 +333,20 @@ def backward_spec(spec) -> Tuple[LoopSpec, Dict[str, list]]:
     wrt = [carries[j] for j in fc] + [xs[j] for j in fb] + [xs[j] for j in fs]
     adj = reverse_adjoints_many(list(c_out) + list(ys), weights, wrt)
     a_c, a_b, a_s = adj[:len(fc)], adj[len(fc):len(fc) + len(fb)], adj[len(fc) + len(fb):]
-    inputs = gc + gp + ([idx] if idx is not None else []) + list(carries) + list(xs) + gy
-    outputs = [(fresh(f"adj_{carries[j].attrs['name']}_in", taken), a)
-               for j, a in zip(fc, a_c)]
+    inputs = (gc + gp + ([idx] if idx is not None else []) + list(carries) + list(xs) + gy
+              + gt)
+    outputs = [(fresh(f"adj_{carries[j].attrs['name']}_in", taken), a + t)
+               for j, a, t in zip(fc, a_c, gt)]
     outputs += [(fresh(f"adj_{g.attrs['name']}_sum", taken), g + a) for g, a in zip(gp, a_b)]
     outputs += [(fresh(f"adj_{xs[j].attrs['name']}_step", taken), a)
                 for j, a in zip(fs, a_s)]
     body_b = make_function(f"{spec.body.name}_rev", inputs, outputs)
     carry_types = [spec.carry_types[j] for j in fc] + [spec.xs_types[j] for j in fb]
-    xs_types = (list(spec.carry_types) + spec.xs_types + [spec.y_types[j] for j in fy])
+    xs_types = (list(spec.carry_types) + spec.xs_types + [spec.y_types[j] for j in fy]
+                + [spec.carry_types[j] for j in fc])
     windows = ([(0, t.size) for t in spec.carry_types] + spec.windows
-               + [(0, spec.y_types[j].size) for j in fy])
+               + [(0, spec.y_types[j].size) for j in fy]
+               + [(0, spec.carry_types[j].size) for j in fc])
     new = LoopSpec("scan", body_b.name, body=body_b, carry_types=carry_types,
                    xs_types=xs_types, windows=windows,
                    y_types=[spec.xs_types[j] for j in fs], length=spec.length,
@@ -371,10 +376,12 @@ def loop_vjp(g, node):
     gc = [g if k == j else zeros(spec.carry_types[j].shape) for j in fc]
     gp = [zeros(spec.xs_types[j].shape) for j in fb]
     gy = [g if k == nc + j else zeros((spec.length,) + spec.y_types[j].shape) for j in fy]
+    gt = [g if k == spec.traj_offset + j else zeros((spec.length,) + spec.carry_types[j].shape)
+          for j in fc]
     trip = ([ops[nc]] if spec.has_trip and spec.op == "scan" else
             [primal[nc]] if spec.op == "while_loop" else [])
     traj = primal[spec.traj_offset:spec.traj_offset + nc]
-    back = new.nodes(gc + gp + trip + traj + list(xs) + gy)
+    back = new.nodes(gc + gp + trip + traj + list(xs) + gy + gt)
     out: List[Optional[Expr]] = [None] * len(ops)
     for i, j in enumerate(fc):
         out[j] = back[i]
