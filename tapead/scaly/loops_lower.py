@@ -48,66 +48,112 @@ def _arr(value: Any, ttype) -> np.ndarray:
     return np.asarray(_core.concrete(value), dtype=ttype.dtype).reshape(ttype.shape)
 
 
-def _slice(flat: np.ndarray, leaf_type, start: int, stride: int, k: int) -> np.ndarray:
+def _exact(value: Any) -> Any:
+    """A value in the kind a body's tape takes without conversion: a float for
+    a float64 scalar, else an ndarray."""
+    if type(value) is float:
+        return value
+    a = np.asarray(value)
+    return float(a) if a.ndim == 0 and a.dtype == np.float64 else a
+
+
+class Stepper:
+    """Calls one Function once per step with as little work as possible.
+
+    Once the Function has a lowered program, a step is one ``Tape.evaluate``
+    of its tape on the values as they are (floats and arrays of the declared
+    kinds); an argument of another kind falls back to ``Function.evaluate``,
+    which converts and checks.
+    """
+
+    __slots__ = ("fn", "_prog", "_consts")
+
+    def __init__(self, fn):
+        self.fn, self._prog, self._consts = fn, None, None
+
+    def __call__(self, args: List[Any]) -> List[Any]:
+        prog = self._prog
+        if prog is None:
+            prog = self.fn._programs.get(True)
+            if prog is None or prog._fresh:
+                return [_exact(v) for v in self.fn.evaluate(args)]
+            self._prog = prog
+            self._consts = [None if on_tape else _exact(ref) for on_tape, ref in prog._slots]
+        with prog._lock:
+            raw = prog._evaluate(prog._tape_inputs(args) if prog._spread else args)
+        if raw is None:
+            return [_exact(v) for v in self.fn.evaluate(args)]
+        return [c if r is None else r for r, c in zip(raw, self._consts)]
+
+
+def _slice(flat: np.ndarray, leaf_type, start: int, stride: int, k: int) -> Any:
     first = start + k * stride
+    if leaf_type.shape == () and flat.dtype == np.float64:
+        return float(flat[first])
     return flat[first:first + leaf_type.size].reshape(leaf_type.shape)
 
 
-def _step_inputs(spec, carries, k, xs_flat) -> List[np.ndarray]:
+def _step_inputs(spec, carries, k, xs_flat) -> List[Any]:
     args = list(carries)
     if spec.index:
-        args.append(np.int64(k))
+        args.append(np.array(k, dtype=np.int64))
     for flat, ttype, (start, stride) in zip(xs_flat, spec.xs_types, spec.windows):
         args.append(_slice(flat, ttype, start, stride, k))
     return args
 
 
+def _operands(values: Sequence[Any], types) -> List[np.ndarray]:
+    return [np.asarray(_core.concrete(v), dtype=t.dtype).reshape(-1)
+            for v, t in zip(values, types)]
+
+
 def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
     """All outputs of a scan: final carries, stacked outputs, trajectories."""
     nc, L = spec.n_carry, spec.length
-    carries = [_arr(v, t) for v, t in zip(values[:nc], spec.carry_types)]
+    carries = [_exact(_arr(v, t)) for v, t in zip(values[:nc], spec.carry_types)]
     pos = nc
     trip = L
     if spec.has_trip:
         trip = int(np.clip(int(np.asarray(_core.concrete(values[pos]))), 0, L))
         pos += 1
-    xs_flat = [np.asarray(_core.concrete(v), dtype=t.dtype).reshape(-1)
-               for v, t in zip(values[pos:], spec.xs_types)]
+    xs_flat = _operands(values[pos:], spec.xs_types)
     ys = [np.zeros((L,) + t.shape, t.dtype) for t in spec.y_types]
     traj = ([np.zeros((L,) + t.shape, t.dtype) for t in spec.carry_types]
             if want_traj else [None] * nc)
     steps = range(trip - 1, -1, -1) if spec.reverse else range(trip)
-    body = spec.body
+    step = Stepper(spec.body)
     for k in steps:
         if want_traj:
             for j in range(nc):
                 traj[j][k] = carries[j]
-        outs = body.evaluate(_step_inputs(spec, carries, k, xs_flat))
-        carries = [np.asarray(o) for o in outs[:nc]]
-        for j, y in enumerate(outs[nc:]):
-            ys[j][k] = y
-    return carries + ys + traj
+        outs = step(_step_inputs(spec, carries, k, xs_flat))
+        carries = outs[:nc]
+        for j in range(len(ys)):
+            ys[j][k] = outs[nc + j]
+    return [np.asarray(c, dtype=t.dtype) for c, t in zip(carries, spec.carry_types)] \
+        + ys + traj
 
 
 def run_while(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
     """All outputs of a while loop: final carries, the count, trajectories."""
     nc, L = spec.n_carry, spec.length
-    carries = [_arr(v, t) for v, t in zip(values[:nc], spec.carry_types)]
-    xs_flat = [np.asarray(_core.concrete(v), dtype=t.dtype).reshape(-1)
-               for v, t in zip(values[nc:], spec.xs_types)]
+    carries = [_exact(_arr(v, t)) for v, t in zip(values[:nc], spec.carry_types)]
+    xs_flat = _operands(values[nc:], spec.xs_types)
     traj = ([np.zeros((L,) + t.shape, t.dtype) for t in spec.carry_types]
             if want_traj else [None] * nc)
     count = 0
+    cond, step = Stepper(spec.cond), Stepper(spec.body)
     while count < L:
         args = _step_inputs(spec, carries, count, xs_flat)
-        if not bool(spec.cond.evaluate(args)[0]):
+        if not bool(cond(args)[0]):
             break
         if want_traj:
             for j in range(nc):
                 traj[j][count] = carries[j]
-        carries = [np.asarray(o) for o in spec.body.evaluate(args)]
+        carries = step(args)
         count += 1
-    return carries + [np.int64(count)] + traj
+    return [np.asarray(c, dtype=t.dtype) for c, t in zip(carries, spec.carry_types)] \
+        + [np.int64(count)] + traj
 
 
 def branch_index(selector: Any, n: int) -> int:
