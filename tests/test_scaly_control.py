@@ -121,7 +121,8 @@ def test_graph_size_does_not_depend_on_the_number_of_steps():
     assert _unrolled_of_length(200).n_nodes > 9 * _unrolled_of_length(20).n_nodes
 
 
-def test_rollout_derivatives_match_the_unrolled_function():
+def test_rollout_derivatives_match_the_unrolled_function(monkeypatch):
+    monkeypatch.setenv("TAPEAD_STRICT_JVP_MANY", "1")    # Jacobians run batched loops
     rng = np.random.default_rng(1)
     x0, u = rng.normal(size=2), rng.normal(size=20)
     unrolled = _unrolled_of_length(20)

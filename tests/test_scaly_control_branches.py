@@ -47,7 +47,9 @@ def _unrolled_branch(k):
 
 
 @pytest.mark.parametrize("s, k", [(-3, 0), (0, 0), (1, 1), (2, 2), (7, 2)])
-def test_integer_selector_is_clamped_and_differentiates_the_selected_branch(s, k):
+def test_integer_selector_is_clamped_and_differentiates_the_selected_branch(s, k,
+                                                                             monkeypatch):
+    monkeypatch.setenv("TAPEAD_STRICT_JVP_MANY", "1")    # Jacobians run batched branches
     x = np.array([0.5, 1.5, -2.0])
     ref = _unrolled_branch(k)
     np.testing.assert_allclose(picked(np.int64(s), x), ref(np.int64(s), x), rtol=1e-15)
@@ -361,6 +363,11 @@ def test_custom_derivative_forward_rule_and_signature_checks():
 
     both = sc.custom_derivative(cube, forward=cube_forward, reverse=cube_reverse)
     assert float(sc.forward(both, "y", "x")(2.0, 1.0)) == 12.0
+    assert sc.forward(both, "y", "x", directions=2)(2.0, np.array([1.0, -0.5])).tolist() \
+        == [12.0, -6.0]
+    plain = sc.custom_derivative(cube, reverse=cube_reverse)
+    assert sc.forward(plain, "y", "x", directions=2)(2.0, np.array([1.0, -0.5])).tolist() \
+        == [12.0, -6.0]
     assert float(sc.gradient(both, "y", "x")(2.0)) == 12.0
     assert sc.hessian(both, "y", "x")(2.0)[0, 0] == 12.0
     with pytest.raises(sc.LayoutError, match="reverse Function cube must take the inputs of cube followed by one adjoint per output"):

@@ -388,3 +388,41 @@ def test_while_loop_tuple_carries():
     assert float(s) == pytest.approx(ref_s, rel=1e-15) and int(n) == ref_n
     g = float(sc.gradient(summed, "s", "x0")(1.0))
     assert g == pytest.approx(sum(1.1 ** k for k in range(ref_n)), rel=1e-14)
+
+
+# ---------------------------------------------------------------------------
+# batched forward mode: one tangent loop for all directions
+# ---------------------------------------------------------------------------
+
+def test_batched_forward_through_loops_matches_one_direction_at_a_time(monkeypatch):
+    monkeypatch.setenv("TAPEAD_STRICT_JVP_MANY", "1")       # no per-direction fallback
+
+    @sc.function(sc.arg("c", ()), sc.arg("k", INT), sc.arg("w", 2), sc.arg("x", ()),
+                 sc.arg("p", ()))
+    def step(c, k, w, x, p):
+        return (c * w[0]).sin() + p * w[1] * x, c * x * p
+
+    @sc.function(sc.arg("c0", ()), sc.arg("z", 6), sc.arg("xs", 4), sc.arg("p", ()),
+                 sc.arg("t", INT),
+                 outputs=sc.group(sc.arg("last", ()), sc.arg("ys", 4)))
+    def run(c0, z, xs, p, t):
+        last, (ys,) = sc.scan(step, c0, (sc.window(z, 1, 1), xs, sc.broadcast(p)),
+                              length=4, index=True, trip=t, reverse=True)
+        return last, ys
+
+    args = [np.array(0.4), np.array([0.9, -1.2, 0.5, 1.3, 0.7, -0.3]),
+            np.array([0.3, -0.6, 1.1, 0.8]), np.array(0.6), np.int64(3)]
+    rng = np.random.default_rng(3)
+    for out in ("last", "ys"):
+        for j, inp in enumerate(("c0", "z", "xs", "p")):
+            seeds = rng.normal(size=(3,) + np.shape(args[j]))
+            many = sc.forward(run, out, inp, directions=3)(*args, seeds)
+            one = sc.forward(run, out, inp)
+            monkeypatch.delenv("TAPEAD_STRICT_JVP_MANY")
+            want = np.stack([one(*args, s) for s in seeds])
+            monkeypatch.setenv("TAPEAD_STRICT_JVP_MANY", "1")
+            np.testing.assert_allclose(many, want, rtol=1e-14, atol=1e-15)
+    # Jacobians and Hessians use the batched pass: no error in strict mode
+    fn = _while_fn(30)
+    ref = _unrolled_grow(_grow_numpy(0.2, 3.0, 30)[1])
+    check_derivatives(fn, ref, "x", "a", [np.array(0.2), np.array(3.0)])

@@ -10,7 +10,7 @@ in ``tapead.scaly.control_rules``; their evaluation in
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
@@ -18,7 +18,8 @@ from tapead.scaly import layout as lay
 from tapead.scaly import tracing
 from tapead.scaly.calls import _spec as _input_spec
 from tapead.scaly.calls import broadcast, window
-from tapead.scaly.control_rules import LoopSpec
+from tapead.scaly import control_batched, control_rules  # noqa: F401  (op table entries)
+from tapead.scaly.control_spec import LoopSpec
 from tapead.scaly.errors import LayoutError, ScalyShapeError
 from tapead.scaly.expr import Expr, as_expr, const, make_node
 from tapead.scaly.types import TensorType, dtypes

@@ -1,19 +1,12 @@
-"""Loop and branch nodes: what they compute (``LoopSpec``) and their derivatives.
+"""Derivatives of loop and branch nodes (``tapead.scaly.control_spec``) and
+their entries in the op table.
 
-A loop is one node per output in the caller's graph, all sharing a
-``LoopSpec`` that holds the body Function(s) and the static options; the
-body is never copied into the caller, so the graph does not grow with the
-number of steps.  Output numbering:
-
-* ``scan``: final carries, then stacked outputs, then trajectories (the
-  carries entering each step, stacked; only reverse mode reads them);
-* ``while_loop``: final carries, the int64 count, then trajectories;
-* ``cond`` and ``custom_call``: the outputs of the branch (Function).
-
-Derivatives are loops again (``jvp``/``vjp`` rules of the op table):
+Derivatives are loops again:
 
 * forward mode runs a *tangent loop* whose carries are the primal carries
-  followed by their tangents, with the body's forward derivative as body;
+  followed by their tangents, with the body's forward derivative as body
+  (batched forward: the tangents carry the directions on a leading axis,
+  ``tapead.scaly.control_batched``);
 * reverse mode runs a *backward loop* over the executed steps in the
   opposite order, reading the primal trajectory; its carries are the
   carries' adjoints and the accumulated adjoints of whole (broadcast)
@@ -28,197 +21,33 @@ reverse (Hessians) differentiates the backward loop again the same way.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from tapead.scaly import layout as lay
+from tapead.scaly.control_spec import (LoopSpec, floats, names_of, new_inputs,
+                                       step_parts, zero_if_none, fresh, make_function)
 from tapead.scaly.derivatives import forward_tangents, reverse_adjoints_many
-from tapead.scaly.expr import Expr, make_node, reshape, scatter, substitute, sym, zeros
+from tapead.scaly.expr import Expr, reshape, scatter, substitute, zeros
 from tapead.scaly.loops_lower import eval_fn, print_fn
 from tapead.scaly.ops import register
-from tapead.scaly.types import TensorType, dtypes
-
-FLOAT = dtypes.float64
-
-
-class LoopSpec:
-    """The static description of one loop, branch or custom call.
-
-    Attributes
-    ----------
-    op : str
-        ``"scan"``, ``"while_loop"``, ``"cond"`` or ``"custom_call"``.
-    body : Function or None
-        The step Function (the Function itself for ``custom_call``).
-    cond : Function or None
-        The condition of a while loop.
-    branches : tuple of Function
-        The branches of a ``cond``.
-    carry_types : list of TensorType
-        One per carry leaf (``n_carry`` of them).
-    xs_types, windows : list
-        Per further body input leaf (after the carries and the step number):
-        its type and ``(start, stride)`` in the flat operand (``(0, 0)``:
-        passed whole; ``(0, size)``: the k-th slice).
-    y_types : list of TensorType
-        Per stacked output leaf, the per-step type.
-    length : int
-        ``length`` of a scan, ``max_iter`` of a while loop.
-    """
-
-    def __init__(self, op: str, name: str, *, body=None, cond=None, branches=(),
-                 carry_types=(), xs_types=(), windows=(), y_types=(), out_types=None,
-                 length=0, index=False, reverse=False, has_trip=False,
-                 max_trajectory=None, in_place=(), strict_carries=(), forward=None,
-                 reverse_fn=None):
-        self.op, self.name = op, name
-        self.body, self.cond, self.branches = body, cond, tuple(branches)
-        self.carry_types = list(carry_types)
-        self.n_carry = len(self.carry_types)
-        self.xs_types, self.windows = list(xs_types), list(windows)
-        self.y_types = list(y_types)
-        self.length, self.index, self.reverse = int(length), bool(index), bool(reverse)
-        self.has_trip = bool(has_trip)
-        self.max_trajectory = max_trajectory
-        self.in_place = tuple(in_place)
-        self.strict_carries = tuple(strict_carries)
-        self.custom_forward, self.custom_reverse = forward, reverse_fn
-        L = self.length
-        if op == "scan":
-            self.out_types = (self.carry_types
-                              + [TensorType((L,) + t.shape, t.dtype) for t in self.y_types]
-                              + [TensorType((L,) + t.shape, t.dtype)
-                                 for t in self.carry_types])
-            self.traj_offset = self.n_carry + len(self.y_types)
-        elif op == "while_loop":
-            self.out_types = (self.carry_types + [TensorType((), dtypes.int64)]
-                              + [TensorType((L,) + t.shape, t.dtype)
-                                 for t in self.carry_types])
-            self.traj_offset = self.n_carry + 1
-        else:
-            self.out_types = list(out_types)
-            self.traj_offset = len(self.out_types)
-        self._derived: Dict[str, Any] = {}
-        self._patterns: Dict[int, list] = {}
-
-    @property
-    def functions(self) -> List[Any]:
-        """The Functions this node calls (listed after the caller)."""
-        return [f for f in (self.body, self.cond) + self.branches if f is not None]
-
-    def display(self) -> Dict[str, Any]:
-        """The attributes a listing shows (besides ``output``)."""
-        if self.op == "scan":
-            d = {"callee": self.name, "length": self.length}
-            if self.index:
-                d["index"] = True
-            if self.reverse:
-                d["reverse"] = True
-            if self.has_trip:
-                d["trip"] = True
-            return d
-        if self.op == "while_loop":
-            d = {"callee": self.name, "cond": self.cond.name, "max_iter": self.length}
-            if self.index:
-                d["index"] = True
-            return d
-        if self.op == "cond":
-            return {"branches": ", ".join(f.name for f in self.branches)}
-        return {"callee": self.name}
-
-    def nodes(self, operands: Sequence[Expr]) -> List[Expr]:
-        """One node per output of this spec on ``operands``."""
-        shown = self.display()
-        return [make_node(self.op, operands, dict(shown, spec=self, output=k))
-                for k in range(len(self.out_types))]
-
-    def branch_patterns(self, k: int) -> list:
-        """Per operand, the union over branches of the pattern of output ``k``
-        with respect to it (None for a non-float operand)."""
-        if k not in self._patterns:
-            from tapead.scaly.sparsity import _pattern
-            pats = []
-            for j, t in enumerate(self.xs_types):
-                if t.dtype != FLOAT:
-                    pats.append(None)
-                    continue
-                P = None
-                for fn in self.branches:
-                    Pb = _pattern(fn.expanded_outputs()[k], fn.inputs[j]).to_scipy()
-                    P = Pb if P is None else (P + Pb)
-                pats.append(P)
-            self._patterns[k] = pats
-        return self._patterns[k]
-
-
-# ---------------------------------------------------------------------------
-# building Functions from expressions
-# ---------------------------------------------------------------------------
-
-def fresh(base: str, taken: set) -> str:
-    """``base`` (or ``base_2``, ``base_3`` ...) not in ``taken``; marks it taken."""
-    name, k = base, 2
-    while name in taken:
-        name, k = f"{base}_{k}", k + 1
-    taken.add(name)
-    return name
-
-
-def make_function(name: str, inputs: Sequence[Expr], outputs: Sequence[Tuple[str, Expr]]):
-    """A Function with input nodes ``inputs`` (named by their symbols) and the
-    named output expressions, all leaves of one group."""
-    from tapead.scaly.function import Function
-    params = [lay.arg(node.attrs["name"], node.type) for node in inputs]
-    outs = lay.group(*[lay.arg(n, e.type) for n, e in outputs])
-    return Function(name, params, outs, list(inputs), [e for _, e in outputs])
-
-
-def _new_inputs(prefix: str, like: Sequence[Expr], taken: set,
-                names: Optional[Sequence[str]] = None) -> List[Expr]:
-    """New input nodes typed like ``like``, named ``prefix`` + their names
-    (``names``, or the input names of ``like``)."""
-    names = [node.attrs["name"] for node in like] if names is None else names
-    return [sym(fresh(f"{prefix}{n}", taken), node.type) for n, node in zip(names, like)]
-
-
-def _zero_if_none(t: Optional[Expr], ttype: TensorType) -> Expr:
-    return zeros(ttype.shape) if t is None else t
-
-
-def _names(fn) -> set:
-    return set(fn.input_names) | set(fn.output_names)
+from tapead.scaly.types import TensorType
 
 
 # ---------------------------------------------------------------------------
 # forward mode: the tangent loop
 # ---------------------------------------------------------------------------
 
-def _step_parts(spec):
-    """The step Function's inputs split as (carries, index or None, xs) and
-    its outputs as (carries, ys)."""
-    fn, nc = spec.body, spec.n_carry
-    ins = fn.inputs
-    idx = ins[nc] if spec.index else None
-    xs = ins[nc + (1 if spec.index else 0):]
-    outs = fn.expanded_outputs()
-    return ins[:nc], idx, xs, outs[:nc], outs[nc:]
-
-
-def _floats(nodes) -> List[int]:
-    return [j for j, n in enumerate(nodes) if n.dtype == FLOAT]
-
-
 def tangent_spec(spec) -> Tuple[LoopSpec, Dict[str, list]]:
     """The tangent loop of a scan or while loop (built once per spec)."""
     cached = spec._derived.get("jvp")
     if cached is not None:
         return cached
-    carries, idx, xs, c_out, ys = _step_parts(spec)
-    fc, fx, fy = _floats(carries), _floats(xs), _floats(ys)
-    taken = _names(spec.body) | (_names(spec.cond) if spec.cond is not None else set())
-    tc = _new_inputs("tan_", [carries[j] for j in fc], taken)
-    tx = _new_inputs("tan_", [xs[j] for j in fx], taken)
+    carries, idx, xs, c_out, ys = step_parts(spec)
+    fc, fx, fy = floats(carries), floats(xs), floats(ys)
+    taken = names_of(spec.body) | (names_of(spec.cond) if spec.cond is not None else set())
+    tc = new_inputs("tan_", [carries[j] for j in fc], taken)
+    tx = new_inputs("tan_", [xs[j] for j in fx], taken)
     seeds = {carries[j].id: t for j, t in zip(fc, tc)}
     seeds.update({xs[j].id: t for j, t in zip(fx, tx)})
     outs = list(c_out) + list(ys)
@@ -227,10 +56,10 @@ def tangent_spec(spec) -> Tuple[LoopSpec, Dict[str, list]]:
     onames = spec.body.output_names
     outputs = [(onames[j], c_out[j]) for j in range(len(c_out))]
     outputs += [(fresh(f"tan_{onames[j]}", taken),
-                 _zero_if_none(touts[j], c_out[j].type)) for j in fc]
+                 zero_if_none(touts[j], c_out[j].type)) for j in fc]
     outputs += [(onames[len(c_out) + j], ys[j]) for j in range(len(ys))]
     outputs += [(fresh(f"tan_{onames[len(c_out) + j]}", taken),
-                 _zero_if_none(touts[len(c_out) + j], ys[j].type)) for j in fy]
+                 zero_if_none(touts[len(c_out) + j], ys[j].type)) for j in fy]
     body_t = make_function(f"{spec.body.name}_fwd", inputs, outputs)
     cond_t = None
     if spec.op == "while_loop":
@@ -277,8 +106,8 @@ def loop_jvp(ts, node):
     ops, nc = node.operands, spec.n_carry
     pos = nc + (1 if spec.has_trip else 0)
     carries, xs = ops[:nc], ops[pos:]
-    tcs = [_zero_if_none(ts[j], carries[j].type) for j in info["fc"]]
-    txs = [_zero_if_none(ts[pos + j], xs[j].type) for j in info["fx"]]
+    tcs = [zero_if_none(ts[j], carries[j].type) for j in info["fc"]]
+    txs = [zero_if_none(ts[pos + j], xs[j].type) for j in info["fx"]]
     operands = list(carries) + tcs + list(ops[nc:pos]) + list(xs) + txs
     return new.nodes(operands)[k]
 
@@ -314,17 +143,17 @@ def backward_spec(spec) -> Tuple[LoopSpec, Dict[str, list]]:
     cached = spec._derived.get("vjp")
     if cached is not None:
         return cached
-    carries, idx, xs, c_out, ys = _step_parts(spec)
-    fc, fy = _floats(carries), _floats(ys)
-    fb = [j for j in _floats(xs) if spec.windows[j][1] == 0]          # passed whole
-    fs = [j for j in _floats(xs) if spec.windows[j][1] != 0]          # per step
-    taken = _names(spec.body)
-    gc = _new_inputs("adj_", [carries[j] for j in fc], taken)
-    gp = _new_inputs("adj_", [xs[j] for j in fb], taken)
+    carries, idx, xs, c_out, ys = step_parts(spec)
+    fc, fy = floats(carries), floats(ys)
+    fb = [j for j in floats(xs) if spec.windows[j][1] == 0]          # passed whole
+    fs = [j for j in floats(xs) if spec.windows[j][1] != 0]          # per step
+    taken = names_of(spec.body)
+    gc = new_inputs("adj_", [carries[j] for j in fc], taken)
+    gp = new_inputs("adj_", [xs[j] for j in fb], taken)
     ynames = spec.body.output_names[len(c_out):]
-    gy = _new_inputs("adj_", [ys[j] for j in fy], taken, [ynames[j] for j in fy])
+    gy = new_inputs("adj_", [ys[j] for j in fy], taken, [ynames[j] for j in fy])
     # the adjoint of the trajectory output at this step (the carry entering it)
-    gt = _new_inputs("adj_traj_", [carries[j] for j in fc], taken)
+    gt = new_inputs("adj_traj_", [carries[j] for j in fc], taken)
     weights = [None] * len(c_out) + [None] * len(ys)
     for j, g in zip(fc, gc):
         weights[j] = g
@@ -418,17 +247,17 @@ def _branch_derivative(spec, kind: str):
     branches, fin, fout = [], None, None
     for fn in spec.branches:
         ins, outs = fn.inputs, fn.expanded_outputs()
-        fin, fout = _floats(ins), _floats(outs)
-        taken = _names(fn)
+        fin, fout = floats(ins), floats(outs)
+        taken = names_of(fn)
         if kind == "jvp":
-            tin = _new_inputs("tan_", [ins[j] for j in fin], taken)
+            tin = new_inputs("tan_", [ins[j] for j in fin], taken)
             touts = forward_tangents(outs, {ins[j].id: t for j, t in zip(fin, tin)})
             outputs = [(n, e) for n, e in zip(fn.output_names, outs)]
             outputs += [(fresh(f"tan_{fn.output_names[j]}", taken),
-                         _zero_if_none(touts[j], outs[j].type)) for j in fout]
+                         zero_if_none(touts[j], outs[j].type)) for j in fout]
             branches.append(make_function(f"{fn.name}_fwd", list(ins) + tin, outputs))
         else:
-            gin = _new_inputs("adj_", [outs[j] for j in fout], taken,
+            gin = new_inputs("adj_", [outs[j] for j in fout], taken,
                               [fn.output_names[j] for j in fout])
             weights = [None] * len(outs)
             for j, w in zip(fout, gin):
@@ -451,7 +280,7 @@ def cond_jvp(ts, node):
     if k not in fout:
         return None
     ops = node.operands
-    tin = [_zero_if_none(ts[1 + j], ops[1 + j].type) for j in fin]
+    tin = [zero_if_none(ts[1 + j], ops[1 + j].type) for j in fin]
     return new.nodes(list(ops) + tin)[len(spec.out_types) + fout.index(k)]
 
 
@@ -480,7 +309,7 @@ def custom_jvp(ts, node):
         if t is None:
             return None
         return substitute([t], {i.id: o for i, o in zip(fn.inputs, ops)})[0]
-    tin = [_zero_if_none(t, o.type) for t, o in zip(ts, ops)]
+    tin = [zero_if_none(t, o.type) for t, o in zip(ts, ops)]
     return _inline(spec.custom_forward, list(ops) + tin)[k]
 
 
