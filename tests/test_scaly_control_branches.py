@@ -474,3 +474,19 @@ def test_scan_against_jax():
         np.testing.assert_allclose(sc.hessian(cost, "cost", inp)(0.8, XS),
                                    H.reshape(np.size(want), np.size(want)),
                                    rtol=1e-12, atol=1e-13)
+
+
+def test_building_derivatives_and_patterns_runs_no_loop_and_prints_nothing(capsys):
+    from scaly_control_programs import printed_rollout
+    hess = sc.hessian(printed_rollout, "final", "initial")
+    pattern = sc.jacobian_sparsity(printed_rollout.outputs[0], printed_rollout.inputs[0])
+    assert pattern.to_mask().tolist() == [[True]]
+    assert capsys.readouterr().out == ""
+    H = hess(np.array(1.0))
+    assert capsys.readouterr().out != ""
+    # d2/dx2 of f(f(f(x))), f(x) = x^2 + 1, at 1: f' = 2x, f'' = 2
+    x1, x2 = 2.0, 5.0
+    d1 = 2 * x2 * 2 * x1 * 2 * 1.0
+    d2 = (2 * (2 * x1 * 2) ** 2 * 1.0 + 2 * x2 * (2 * (2 * 1.0) ** 2 + 2 * x1 * 2)) * 1.0
+    assert d1 == 80.0
+    assert H[0, 0] == pytest.approx(d2, rel=1e-14)

@@ -227,6 +227,30 @@ def _uses(program) -> Dict[Tuple, Set[int]]:
     return uses
 
 
+def _placeholder(ttype) -> Any:
+    """A value of ``ttype`` away from special values (as sparsity's inputs)."""
+    if ttype.dtype != np.float64:
+        return np.ones(ttype.shape, ttype.dtype)
+    k = np.arange(1, ttype.size + 1, dtype=np.float64)
+    return (0.5 + 0.25 * np.sin(k)).reshape(ttype.shape)
+
+
+def _structure_impl(*values, spec, want_traj):
+    """What a loop records when a program is lowered only for its structure
+    (sparsity patterns): placeholders of the output types, nothing runs."""
+    return LoopResult([_placeholder(t) for t in spec.out_types])
+
+
+#: a loop in a program lowered for its structure only (placeholder outputs)
+structure_p = Primitive("scaly_loop", _structure_impl, saves=())
+
+
+def _for_structure(program) -> bool:
+    """Whether ``program`` is lowered for tape analyses only (sparsity
+    patterns), never evaluated: loops need not run, prints stay silent."""
+    return not program._elementwise_ops
+
+
 def lower_loop(program, node: Expr, args: List[Any]) -> Any:
     """``LOWERINGS`` entry of every loop op: run the loop once per program."""
     spec = node.attrs["spec"]
@@ -236,10 +260,11 @@ def lower_loop(program, node: Expr, args: List[Any]) -> Any:
     if result is None:
         wanted = _uses(program).get(key, {node.attrs["output"]})
         want_traj = any(k >= spec.traj_offset for k in wanted)
+        prim = structure_p if _for_structure(program) else loop_p
         if any(isinstance(a, _core.Box) for a in args):
-            result = _core.bind(loop_p, *args, spec=spec, want_traj=want_traj)
+            result = _core.bind(prim, *args, spec=spec, want_traj=want_traj)
         else:
-            result = _loop_impl(*args, spec=spec, want_traj=want_traj)
+            result = prim.impl(*args, spec=spec, want_traj=want_traj)
         memo[key] = result
     if isinstance(result, LoopResult):
         return _tape_result(result.values[node.attrs["output"]])
@@ -287,6 +312,14 @@ def print_fn(x, fmt):
     if isinstance(x, _core.Box):
         return _core.bind(print_p, x, fmt=fmt)
     return _print_impl(x, fmt)
+
+
+def lower_print(program, node: Expr, args: List[Any]) -> Any:
+    """A print prints when the program runs, not when it is analysed."""
+    return args[0] if _for_structure(program) else print_fn(args[0], **node.attrs)
+
+
+LOWERINGS["print"] = lower_print
 
 
 # ---------------------------------------------------------------------------
