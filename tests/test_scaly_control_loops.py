@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tapead.scaly as sc
+from tapead.scaly.expr import topo_order
 
 INT = sc.TensorType((), sc.dtypes.int64)
 
@@ -426,3 +427,91 @@ def test_batched_forward_through_loops_matches_one_direction_at_a_time(monkeypat
     fn = _while_fn(30)
     ref = _unrolled_grow(_grow_numpy(0.2, 3.0, 30)[1])
     check_derivatives(fn, ref, "x", "a", [np.array(0.2), np.array(3.0)])
+
+
+# ---------------------------------------------------------------------------
+# checkpoints=: revolve instead of the stored trajectory
+# ---------------------------------------------------------------------------
+
+def _checkpointed_fn(checkpoints, reverse):
+    @sc.function(sc.arg("c", ()), sc.arg("k", INT), sc.arg("w", 2), sc.arg("p", ()))
+    def step(c, k, w, p):
+        return (c * w[0]).sin() + p * w[1] * k, c * c * p
+
+    @sc.function(sc.arg("c0", ()), sc.arg("z", 7), sc.arg("p", ()), sc.arg("t", INT),
+                 outputs=sc.group(sc.arg("last", ()), sc.arg("cost", ())))
+    def run(c0, z, p, t):
+        last, (ys,) = sc.scan(step, c0, (sc.window(z, 0, 1), sc.broadcast(p)), length=6,
+                              index=True, reverse=reverse, trip=t, checkpoints=checkpoints)
+        return last, last * ys.sum()
+    return run
+
+
+@pytest.mark.parametrize("checkpoints", [1, 2, 3, 6, 10])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_checkpointed_scan_matches_the_stored_trajectory(checkpoints, reverse):
+    fn, ref = _checkpointed_fn(checkpoints, reverse), _checkpointed_fn(None, reverse)
+    z = np.array([0.9, -1.2, 0.5, 1.3, 0.7, -0.4, 1.1])
+    for t in (0, 4, 6):
+        args = [np.array(0.4), z, np.array(0.6), np.int64(t)]
+        for inp in ("c0", "z", "p"):
+            for out in ("last", "cost"):
+                check_derivatives(fn, ref, out, inp, args)
+
+
+def test_checkpointed_reverse_recomputes_steps_by_revolve(capsys):
+    from tapead.checkpointing import optimal_forward_steps
+
+    @sc.function(sc.arg("c", ()), sc.arg("x", ()))
+    def loud_step(c, x):
+        return sc.print("step {}", x) + (c * x).sin()
+
+    def run_with(checkpoints):
+        @sc.function(sc.arg("c0", ()), sc.arg("xs", 10), outputs=sc.arg("last", ()))
+        def run(c0, xs):
+            return sc.scan(loud_step, c0, (xs,), length=10, checkpoints=checkpoints)[0]
+        return run
+
+    xs = np.linspace(0.1, 1.0, 10)
+    grads = []
+    for s in (3, None):
+        grad = sc.gradient(run_with(s), "last", "c0")
+        capsys.readouterr()
+        grads.append(float(grad(0.5, xs)))
+        lines = capsys.readouterr().out.splitlines()
+        # the backward body does not read the printed value, so every line is
+        # a primal step: t(10, 3) + 1 with revolve, 10 with the trajectory
+        assert len(lines) == (optimal_forward_steps(10, 3) + 1 if s else 10)
+    assert grads[0] == grads[1]
+    text = sc.render_expr_assembly(sc.gradient(run_with(3), "last", "c0"))
+    assert 'callee="loud_step_rev", checkpoints=3, length=10' in text
+
+
+def test_max_trajectory_counts_the_checkpoints():
+    @sc.function(sc.arg("x", 4), sc.arg("u", ()))
+    def decay(x, u):
+        return x * 0.9 + u, (x * x).sum()
+
+    def run_with(limit):
+        @sc.function(sc.arg("x0", 4), sc.arg("us", 200), outputs=sc.arg("cost", ()))
+        def run(x0, us):
+            final, (c,) = sc.scan(decay, x0, (us,), length=200, checkpoints=5,
+                                  max_trajectory=limit)
+            return c.sum()
+        return run
+
+    sc.gradient(run_with(20), "cost", "us")                  # 5 carries of 4 elements
+    with pytest.raises(ValueError, match="5 steps x \\(4\\) carry elements = 20 elements, "
+                       "more than max_trajectory=19"):
+        sc.gradient(run_with(19), "cost", "us")
+    with pytest.raises(ValueError, match="checkpoints counts the stored carries"):
+        sc.scan(decay, sc.sym("x0", 4), (sc.sym("us", 3),), length=3, checkpoints=0)
+
+
+def test_several_outputs_of_a_loop_are_reversed_in_one_backward_loop():
+    fn = _scan_fn(5)
+    grad = sc.gradient(fn, "cost", "xs")         # cost = last * ys.sum(): two outputs
+    backward = [n for n in topo_order(grad.outputs)
+                if n.op == "scan" and n.attrs["callee"] == "sine_step_rev"]
+    assert len({id(n.attrs["spec"]) for n in backward}) == 1
+    assert len({tuple(o.id for o in n.operands) for n in backward}) == 1

@@ -171,7 +171,7 @@ def _tree_map(v):
 # ---------------------------------------------------------------------------
 
 def scan(body, init, xs=(), length=None, index=False, reverse=False, trip=None,
-         in_place=None, max_trajectory=None):
+         in_place=None, max_trajectory=None, checkpoints=None):
     """Thread a carry through ``length`` calls of ``body``, stacking its outputs.
 
     Parameters
@@ -207,6 +207,11 @@ def scan(body, init, xs=(), length=None, index=False, reverse=False, trip=None,
     max_trajectory : int, optional
         The most scalar carry elements (``length`` times the carries' size)
         reverse mode may store for this loop; more raises ValueError.
+    checkpoints : int, optional
+        Reverse mode stores at most this many carries (revolve snapshots,
+        the initial carry included) and recomputes the other steps, instead
+        of storing the whole trajectory.  Derivatives of that reverse pass
+        (Hessians) store the trajectory.
 
     Returns
     -------
@@ -273,12 +278,17 @@ def scan(body, init, xs=(), length=None, index=False, reverse=False, trip=None,
     if max_trajectory is not None:
         max_trajectory = _count(max_trajectory, f"{where}: max_trajectory")
     requested, strict = _in_place(in_place, body, carry_layouts, where)
+    if checkpoints is not None:
+        checkpoints = _count(checkpoints, f"{where}: checkpoints")
+        if checkpoints < 1:
+            raise ValueError(f"{where}: checkpoints counts the stored carries, the initial "
+                             "one included; give at least 1")
     spec = LoopSpec("scan", body.name, body=body, carry_types=[c.type for c in carries],
                     xs_types=[p.type for p in x_params], windows=windows,
                     y_types=_leaf_types(y_items), length=length, index=index,
                     reverse=reverse, has_trip=trip is not None,
                     max_trajectory=max_trajectory, in_place=requested,
-                    strict_carries=strict)
+                    strict_carries=strict, checkpoints=checkpoints)
     nodes = _results(spec, carries + trip_ops + operands_x)
     nc = spec.n_carry
     final = _pack(carry_layouts, nodes[:nc])

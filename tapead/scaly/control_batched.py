@@ -21,6 +21,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from tapead.scaly import control_rules  # noqa: F401  (registers the entries extended here)
+from tapead.scaly.control_checkpoints import checkpointed_jvp
 from tapead.scaly.control_spec import (LoopSpec, floats, fresh, make_function, names_of,
                                        new_inputs, step_parts)
 from tapead.scaly.derivatives import forward_tangents_many
@@ -110,6 +111,8 @@ def _per_step(spec, j: int, t: Expr, operand: Expr, k: int) -> Expr:
 
 def loop_jvp_many(ts, node, k: int):
     spec = node.attrs["spec"]
+    if spec.recompute is not None:
+        return checkpointed_jvp(ts, node, loop_jvp_many, k)
     new, info = batched_tangent_spec(spec, k)
     fc, fx, fy = info["fc"], info["fx"], info["fy"]
     out, nc = node.attrs["output"], spec.n_carry

@@ -25,9 +25,11 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from tapead.scaly.control_checkpoints import (checkpointed_jvp, checkpointed_spec,
+                                              checkpointed_vjp)
 from tapead.scaly.control_spec import (LoopSpec, floats, names_of, new_inputs,
                                        step_parts, zero_if_none, fresh, make_function)
-from tapead.scaly.derivatives import forward_tangents, reverse_adjoints_many
+from tapead.scaly.derivatives import GROUP_VJPS, forward_tangents, reverse_adjoints_many
 from tapead.scaly.expr import Expr, reshape, scatter, substitute, zeros
 from tapead.scaly.loops_lower import eval_fn, print_fn
 from tapead.scaly.ops import register
@@ -99,6 +101,8 @@ def _tangent_output(spec, new, info, k: int) -> Optional[int]:
 
 def loop_jvp(ts, node):
     spec = node.attrs["spec"]
+    if spec.recompute is not None:
+        return checkpointed_jvp(ts, node, loop_jvp)
     new, info = tangent_spec(spec)
     k = _tangent_output(spec, new, info, node.attrs["output"])
     if k is None:
@@ -117,8 +121,10 @@ def loop_jvp(ts, node):
 # ---------------------------------------------------------------------------
 
 def trajectory_size(spec) -> int:
-    """Scalar elements of the trajectory reverse mode stores."""
-    return spec.length * sum(t.size for t in spec.carry_types)
+    """Scalar elements of the trajectory reverse mode stores (``checkpoints``
+    carries at most, with checkpoints)."""
+    steps = spec.length if spec.checkpoints is None else min(spec.length, spec.checkpoints)
+    return steps * sum(t.size for t in spec.carry_types)
 
 
 def _check_reverse(spec) -> None:
@@ -126,7 +132,8 @@ def _check_reverse(spec) -> None:
         sizes = " + ".join(str(t.size) for t in spec.carry_types) or "0"
         raise ValueError(
             f"reverse mode through {spec.op} '{spec.name}' would store a trajectory of "
-            f"{spec.length} steps x ({sizes}) carry elements = {trajectory_size(spec)} "
+            f"{trajectory_size(spec) // max(1, sum(t.size for t in spec.carry_types))} "
+            f"steps x ({sizes}) carry elements = {trajectory_size(spec)} "
             f"elements, more than max_trajectory={spec.max_trajectory}; raise the limit, or "
             "give the loop's Function a derivative that stores no trajectory with "
             "sc.custom_derivative")
@@ -193,24 +200,32 @@ def _window_indices(spec, j: int, operand: Expr) -> np.ndarray:
     return (start + k * stride + np.arange(size, dtype=np.int64)[None, :]).reshape(-1)
 
 
-def loop_vjp(g, node):
+def loop_vjp(gs: Dict[int, Expr], node):
+    """The reverse rule of loops: ``gs`` maps output numbers to adjoints (every
+    output of the loop used by the differentiated graph, reversed together)."""
     spec = node.attrs["spec"]
+    if spec.recompute is not None:
+        return checkpointed_vjp(gs, node, loop_vjp)
     _check_reverse(spec)
     new, info = backward_spec(spec)
-    ops, nc, k = node.operands, spec.n_carry, node.attrs["output"]
+    ops, nc = node.operands, spec.n_carry
     pos = nc + (1 if spec.has_trip else 0) if spec.op == "scan" else nc
     xs = ops[pos:]
     primal = spec.nodes(ops)
     fc, fy, fb, fs = info["fc"], info["fy"], info["fb"], info["fs"]
-    gc = [g if k == j else zeros(spec.carry_types[j].shape) for j in fc]
+    L = spec.length
+    gc = [gs.get(j, zeros(spec.carry_types[j].shape)) for j in fc]
     gp = [zeros(spec.xs_types[j].shape) for j in fb]
-    gy = [g if k == nc + j else zeros((spec.length,) + spec.y_types[j].shape) for j in fy]
-    gt = [g if k == spec.traj_offset + j else zeros((spec.length,) + spec.carry_types[j].shape)
-          for j in fc]
+    gy = [gs.get(nc + j, zeros((L,) + spec.y_types[j].shape)) for j in fy]
+    gt = [gs.get(spec.traj_offset + j, zeros((L,) + spec.carry_types[j].shape)) for j in fc]
     trip = ([ops[nc]] if spec.has_trip and spec.op == "scan" else
             [primal[nc]] if spec.op == "while_loop" else [])
     traj = primal[spec.traj_offset:spec.traj_offset + nc]
-    back = new.nodes(gc + gp + trip + traj + list(xs) + gy + gt)
+    if spec.checkpoints is not None:          # the initial carries instead of traj
+        back = checkpointed_spec(spec, new).nodes(gc + gp + trip + list(ops[:nc]) + list(xs)
+                                                  + gy + gt)
+    else:
+        back = new.nodes(gc + gp + trip + traj + list(xs) + gy + gt)
     out: List[Optional[Expr]] = [None] * len(ops)
     for i, j in enumerate(fc):
         out[j] = back[i]
@@ -284,12 +299,12 @@ def cond_jvp(ts, node):
     return new.nodes(list(ops) + tin)[len(spec.out_types) + fout.index(k)]
 
 
-def cond_vjp(g, node):
+def cond_vjp(gs: Dict[int, Expr], node):
     spec = node.attrs["spec"]
     new, fin, fout = _branch_derivative(spec, "vjp")
-    k, ops = node.attrs["output"], node.operands
-    gs = [g if j == k else zeros(spec.out_types[j].shape) for j in fout]
-    back = new.nodes(list(ops) + gs)
+    ops = node.operands
+    weights = [gs.get(j, zeros(spec.out_types[j].shape)) for j in fout]
+    back = new.nodes(list(ops) + weights)
     out: List[Optional[Expr]] = [None] * len(ops)
     for i, j in enumerate(fin):
         out[1 + j] = back[i]
@@ -313,14 +328,14 @@ def custom_jvp(ts, node):
     return _inline(spec.custom_forward, list(ops) + tin)[k]
 
 
-def custom_vjp(g, node):
-    spec, k, ops = node.attrs["spec"], node.attrs["output"], node.operands
-    gs = [g if j == k else zeros(t.shape) for j, t in enumerate(spec.out_types)]
+def custom_vjp(gs: Dict[int, Expr], node):
+    spec, ops = node.attrs["spec"], node.operands
+    weights = [gs.get(j, zeros(t.shape)) for j, t in enumerate(spec.out_types)]
     if spec.custom_reverse is None:
         fn = spec.body
-        adj = reverse_adjoints_many(fn.expanded_outputs(), gs, fn.inputs)
+        adj = reverse_adjoints_many(fn.expanded_outputs(), weights, fn.inputs)
         return substitute(adj, {i.id: o for i, o in zip(fn.inputs, ops)})
-    return _inline(spec.custom_reverse, list(ops) + gs)
+    return _inline(spec.custom_reverse, list(ops) + weights)
 
 
 # ---------------------------------------------------------------------------
@@ -331,9 +346,14 @@ def _loop_infer(operands, attrs) -> TensorType:
     return attrs["spec"].out_types[attrs["output"]]
 
 
-register("scan", _loop_infer, eval_fn, vjp=loop_vjp, jvp=loop_jvp)
-register("while_loop", _loop_infer, eval_fn, vjp=loop_vjp, jvp=loop_jvp)
-register("cond", _loop_infer, eval_fn, vjp=cond_vjp, jvp=cond_jvp)
-register("custom_call", _loop_infer, eval_fn, vjp=custom_vjp, jvp=custom_jvp)
+def _one_output(group_rule):
+    """The op table's ``vjp(g, node)``: the group rule for one output."""
+    return lambda g, node: group_rule({node.attrs["output"]: g}, node)
+
+
+for _op, _vjp, _jvp in (("scan", loop_vjp, loop_jvp), ("while_loop", loop_vjp, loop_jvp),
+                        ("cond", cond_vjp, cond_jvp), ("custom_call", custom_vjp, custom_jvp)):
+    register(_op, _loop_infer, eval_fn, vjp=_one_output(_vjp), jvp=_jvp)
+    GROUP_VJPS[_op] = _vjp
 register("print", lambda ops, a: ops[0].type, print_fn,
          vjp=lambda g, n: [g], jvp=lambda ts, n: ts[0], jvp_many=lambda ts, n, k: ts[0])

@@ -51,7 +51,7 @@ class LoopSpec:
                  carry_types=(), xs_types=(), windows=(), y_types=(), out_types=None,
                  length=0, index=False, reverse=False, has_trip=False,
                  max_trajectory=None, in_place=(), strict_carries=(), forward=None,
-                 reverse_fn=None):
+                 reverse_fn=None, checkpoints=None):
         self.op, self.name = op, name
         self.body, self.cond, self.branches = body, cond, tuple(branches)
         self.carry_types = list(carry_types)
@@ -63,6 +63,13 @@ class LoopSpec:
         self.max_trajectory = max_trajectory
         self.in_place = tuple(in_place)
         self.strict_carries = tuple(strict_carries)
+        #: revolve snapshots for reverse mode instead of the stored trajectory
+        self.checkpoints = checkpoints
+        #: on a checkpointed backward loop: the primal scan whose steps it
+        #: recomputes, and the backward loop it stands for (that reads the
+        #: stored trajectory; its derivatives are this loop's)
+        self.recompute: Optional["LoopSpec"] = None
+        self.equivalent: Optional["LoopSpec"] = None
         self.custom_forward, self.custom_reverse = forward, reverse_fn
         L = self.length
         if op == "scan":
@@ -97,6 +104,8 @@ class LoopSpec:
                 d["reverse"] = True
             if self.has_trip:
                 d["trip"] = True
+            if self.checkpoints is not None:
+                d["checkpoints"] = self.checkpoints
             return d
         if self.op == "while_loop":
             d = {"callee": self.name, "cond": self.cond.name, "max_iter": self.length}

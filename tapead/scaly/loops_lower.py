@@ -107,8 +107,55 @@ def _operands(values: Sequence[Any], types) -> List[np.ndarray]:
             for v, t in zip(values, types)]
 
 
+def run_checkpointed(spec, values: Sequence[Any]) -> List[Any]:
+    """A checkpointed backward loop (``tapead.scaly.control_checkpoints``):
+    the primal steps are recomputed from at most ``spec.checkpoints`` stored
+    carries (revolve) and reversed one by one, last executed step first."""
+    from tapead.checkpointing import reverse_with_checkpoints
+    primal, nb = spec.recompute, spec.n_carry
+    pos = nb + (1 if spec.has_trip else 0)
+    L = primal.length
+    trip = L if not spec.has_trip else int(np.clip(int(np.asarray(
+        _core.concrete(values[nb]))), 0, L))
+    init = [_exact(_arr(v, t)) for v, t in zip(values[pos:pos + primal.n_carry],
+                                                 primal.carry_types)]
+    rest = values[pos + primal.n_carry:]
+    flats = _operands(rest, spec.xs_types[primal.n_carry:])
+    windows = spec.windows[primal.n_carry:]
+    types = spec.xs_types[primal.n_carry:]
+    primal_flat = flats[:len(primal.xs_types)]
+    ys = [np.zeros((L,) + t.shape, t.dtype) for t in spec.y_types]
+    forward_body, backward_body = Stepper(primal.body), Stepper(spec.body)
+
+    def step_of(i: int) -> int:                 # the i-th executed step
+        return trip - 1 - i if primal.reverse else i
+
+    def forward_step(state, i):
+        return forward_body(_step_inputs(primal, state, step_of(i), primal_flat))[
+            :primal.n_carry]
+
+    def backward_step(state, i, adjoint):
+        k = step_of(i)
+        args = list(adjoint) + ([np.array(k, dtype=np.int64)] if spec.index else [])
+        args += list(state)
+        args += [_slice(f, t, start, stride, k)
+                 for f, t, (start, stride) in zip(flats, types, windows)]
+        outs = backward_body(args)
+        for j in range(len(ys)):
+            ys[j][k] = outs[nb + j]
+        return outs[:nb]
+
+    seed = [_exact(_arr(v, t)) for v, t in zip(values[:nb], spec.carry_types)]
+    _, adjoint, _ = reverse_with_checkpoints(forward_step, backward_step, init, trip,
+                                             max(1, spec.checkpoints), seed)
+    return ([np.asarray(a, dtype=t.dtype) for a, t in zip(adjoint, spec.carry_types)]
+            + ys + [None] * nb)
+
+
 def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
     """All outputs of a scan: final carries, stacked outputs, trajectories."""
+    if spec.recompute is not None:
+        return run_checkpointed(spec, values)
     nc, L = spec.n_carry, spec.length
     carries = [_exact(_arr(v, t)) for v, t in zip(values[:nc], spec.carry_types)]
     pos = nc
