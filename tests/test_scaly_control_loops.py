@@ -515,3 +515,57 @@ def test_several_outputs_of_a_loop_are_reversed_in_one_backward_loop():
                 if n.op == "scan" and n.attrs["callee"] == "sine_step_rev"]
     assert len({id(n.attrs["spec"]) for n in backward}) == 1
     assert len({tuple(o.id for o in n.operands) for n in backward}) == 1
+
+
+# ---------------------------------------------------------------------------
+# scalar bodies run in C
+# ---------------------------------------------------------------------------
+
+def test_a_scalar_body_runs_its_steps_in_c():
+    fn = _scan_fn(len(XS), reverse=True)
+    last, ys, _ = fn(0.8, XS)
+    spec = next(n for n in topo_order(fn.outputs) if n.op == "scan").attrs["spec"]
+    assert spec._derived["scalar_body"] is True        # _core.scalar_scan ran the steps
+    ref_last, ref_ys = _sine_numpy(0.8, XS, range(len(XS) - 1, -1, -1))
+    assert float(last) == pytest.approx(ref_last, rel=1e-15)
+    np.testing.assert_allclose(ys, ref_ys, rtol=1e-15)
+
+    @sc.function(sc.arg("c", ()), sc.arg("x", ()))
+    def printing(c, x):
+        return (sc.print("{}", c) * x).sin() + x, c * c * x
+
+    @sc.function(sc.arg("c0", ()), sc.arg("xs", len(XS)), outputs=sc.arg("last", ()))
+    def mixed(c0, xs):
+        return sc.scan(printing, c0, (xs,), length=len(XS))[0]
+    # an object node (the print) in the body: the steps run from Python
+    assert float(mixed(0.8, XS)) == pytest.approx(_sine_numpy(0.8, XS, range(5))[0],
+                                                  rel=1e-15)
+    spec = next(n for n in topo_order(mixed.outputs) if n.op == "scan").attrs["spec"]
+    assert spec._derived["scalar_body"] is False
+
+
+def test_scalar_scan_refuses_bad_arguments():
+    from tapead import _core
+    tape = _core.Tape()
+    c, x = tape.input(0.5), tape.input(2.0)
+    y = c * x + 1.0
+    tape.active = False
+    ids = [c.idx, x.idx]
+    args = dict(out_consts=[0.0], carry=np.array([0.5]), xs=np.ones((3, 1)),
+                ys=np.zeros((3, 0)), traj=np.zeros((3, 1)),
+                steps=np.arange(3, dtype=np.intp))
+    _core.scalar_scan(tape, ids, [y.idx], **args)
+    assert args["carry"][0] == ((0.5 * 1 + 1) * 1 + 1) * 1 + 1
+    assert args["traj"][:, 0].tolist() == [0.5, 1.5, 2.5]
+    with pytest.raises(ValueError, match="nc \\+ nx inputs"):
+        _core.scalar_scan(tape, ids[:1], [y.idx], **args)
+    with pytest.raises(ValueError, match="step 3 is outside"):
+        _core.scalar_scan(tape, ids, [y.idx], **dict(args, steps=np.array([3], np.intp)))
+    with pytest.raises(ValueError, match="is not a scalar input"):
+        _core.scalar_scan(tape, [y.idx, x.idx], [y.idx], **args)
+    arrays = _core.Tape()
+    v = arrays.input(np.ones(2))
+    w = (v * 2.0).sum()
+    arrays.active = False
+    with pytest.raises(ValueError, match="is not a scalar node"):
+        _core.scalar_scan(arrays, [v.idx, v.idx], [w.idx], **args)

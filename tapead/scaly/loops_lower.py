@@ -7,10 +7,11 @@ object node of the tape (``scaly_loop``: runs the whole loop, returning a
 ``LoopResult``) followed by one ``scaly_loop_pick`` node per output used, so
 the loop runs once however many of its outputs the program reads.  The
 tape's re-evaluation (``Tape.evaluate``) calls ``scaly_loop`` again, which
-runs the body Function's own lowered program once per executed step:
-the per-step cost is one ``Function.evaluate`` call of the body (a check of
-the argument shapes and one ``Tape.evaluate`` of the body's tape), so
-there is Python work per step, but no tracing.
+runs the body Function's own lowered program once per executed step: a scan
+whose body is all float64 scalars with a tape of scalar nodes only runs its
+steps in C (``_core.scalar_scan``, no Python per step); any other body is
+stepped from Python, one ``Tape.evaluate`` of its tape per step (``Stepper``;
+no tracing, no argument checks).
 
 The trajectory (the carries entering each step) is stored only when an
 output of the program reads it, which is what reverse mode asks for.
@@ -169,7 +170,12 @@ def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
             if want_traj else [None] * nc)
     steps = range(trip - 1, -1, -1) if spec.reverse else range(trip)
     step = Stepper(spec.body)
-    for k in steps:
+    for n, k in enumerate(steps):
+        if n == 1 and _scalar_body(spec):        # the body's tape exists now
+            done = _scalar_steps(spec, carries, steps[1:], xs_flat, ys, traj)
+            if done is not None:
+                carries = done
+                break
         if want_traj:
             for j in range(nc):
                 traj[j][k] = carries[j]
@@ -179,6 +185,51 @@ def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
             ys[j][k] = outs[nc + j]
     return [np.asarray(c, dtype=t.dtype) for c, t in zip(carries, spec.carry_types)] \
         + ys + traj
+
+
+def _scalar_body(spec) -> bool:
+    """Whether every carry, input and output of the scan's body is a float64
+    scalar (so its tape may be all scalar nodes, run by ``_core.scalar_scan``)."""
+    ok = spec._derived.get("scalar_body")
+    if ok is None:
+        ok = (not spec.index and all(t.shape == () and t.dtype == np.float64 for t in
+                                     spec.carry_types + spec.xs_types + spec.y_types))
+        spec._derived["scalar_body"] = ok
+    return ok
+
+
+def _scalar_steps(spec, carries, steps, xs_flat, ys, traj) -> Any:
+    """Run ``steps`` of a scan with an all-scalar body tape in C
+    (``_core.scalar_scan``): the final carries, or None (nothing done) when
+    the body's tape has other nodes."""
+    prog = spec.body._programs.get(True)
+    if prog is None or prog._fresh or prog._spread:
+        return None
+    L = spec.length
+    carry = np.array([float(c) for c in carries], dtype=np.float64)
+    rows = np.arange(L, dtype=np.int64)
+    xs = np.empty((L, len(xs_flat)), dtype=np.float64)
+    for j, (flat, (start, stride)) in enumerate(zip(xs_flat, spec.windows)):
+        if L:
+            xs[:, j] = flat[start + rows * stride] if stride else flat[start]
+    y = np.zeros((L, len(ys)), dtype=np.float64)
+    keep = spec.n_carry > 0 and traj[0] is not None
+    t = np.zeros((L if keep else 0, spec.n_carry), dtype=np.float64)
+    consts = [0.0 if on_tape else float(ref) for on_tape, ref in prog._slots]
+    order = np.asarray(steps, dtype=np.intp)
+    with prog._lock:
+        try:
+            _core.scalar_scan(prog.tape, prog.tape.inputs, prog._ids, consts, carry, xs, y,
+                              t, order)
+        except ValueError:
+            spec._derived["scalar_body"] = False      # not all scalar: step from Python
+            return None
+    for j in range(len(ys)):
+        ys[j][order] = y[order, j]
+    if t.shape[0]:
+        for j in range(spec.n_carry):
+            traj[j][order] = t[order, j]
+    return [float(c) for c in carry]
 
 
 def run_while(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
