@@ -490,3 +490,63 @@ def test_building_derivatives_and_patterns_runs_no_loop_and_prints_nothing(capsy
     d2 = (2 * (2 * x1 * 2) ** 2 * 1.0 + 2 * x2 * (2 * (2 * 1.0) ** 2 + 2 * x1 * 2)) * 1.0
     assert d1 == 80.0
     assert H[0, 0] == pytest.approx(d2, rel=1e-14)
+
+
+def test_loops_in_an_unselected_branch_do_not_run(capsys):
+    @sc.function(sc.arg("c", ()))
+    def loud(c):
+        return sc.print("step {}", c) + 1.0
+
+    @sc.function(sc.arg("x", ()))
+    def looping(x):
+        return sc.scan(loud, x, length=3)[0]
+
+    @sc.function(sc.arg("x", ()))
+    def plain(x):
+        return x * 2.0
+
+    @sc.function(sc.arg("x", ()), outputs=sc.arg("y", ()))
+    def chosen(x):
+        return sc.cond(x > 0.0, (plain, looping), x)
+
+    assert float(chosen(-1.0)) == -2.0
+    assert capsys.readouterr().out == ""
+    assert float(chosen(1.0)) == 4.0
+    assert capsys.readouterr().out == "step 1\nstep 2\nstep 3\n"
+
+    @sc.function(sc.arg("x", ()), outputs=sc.arg("y", ()))
+    def constant_start(x):                  # a loop on constants, traced: not run yet
+        return sc.scan(loud, sc.const(0.5), length=2)[0] * x
+    assert capsys.readouterr().out == ""
+    assert float(constant_start(2.0)) == 5.0
+    assert capsys.readouterr().out == "step 0.5\nstep 1.5\n"
+
+
+def test_cond_and_while_loop_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    jnp = jax.numpy
+    from scaly_control_programs import absolute_root, root
+
+    def jax_absolute_root(x):
+        return jax.lax.cond(x > 0.0, jnp.sqrt, lambda v: jnp.sqrt(-v), x)
+
+    for x in (-4.0, 2.5):
+        assert float(sc.gradient(absolute_root, "root", "x")(x)) == pytest.approx(
+            float(jax.grad(jax_absolute_root)(x)), rel=1e-15)
+        assert sc.hessian(absolute_root, "root", "x")(x)[0, 0] == pytest.approx(
+            float(jax.hessian(jax_absolute_root)(x)), rel=1e-14)
+
+    def jax_root(a):                  # JAX differentiates while_loop in forward mode
+        def go(x):
+            return jnp.abs(x * x - a) > 1e-12
+        return jax.lax.while_loop(go, lambda x: 0.5 * (x + a / x), 1.0)
+
+    for a in (2.0, 7.0):
+        _, want = jax.jvp(jax_root, (a,), (1.0,))
+        got = float(sc.forward(root, "root", "a")(a, 1.0))
+        assert got == pytest.approx(float(want), rel=1e-14)
+        assert float(sc.gradient(root, "root", "a")(a)) == pytest.approx(got, rel=1e-14)
+        second = jax.jacfwd(jax.jacfwd(jax_root))(a)
+        assert sc.hessian(root, "root", "a")(a)[0, 0] == pytest.approx(float(second),
+                                                                         rel=1e-12)

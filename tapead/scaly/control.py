@@ -139,9 +139,10 @@ def _in_place(spec_value, fn, carry_layouts, where: str) -> Tuple[tuple, tuple]:
 
 
 def _results(spec: LoopSpec, operands: List[Expr]) -> List[Expr]:
-    """The output nodes, evaluated right away when no operand depends on an input."""
+    """The output nodes, evaluated right away when no operand depends on an
+    input and no Function is being traced (numbers in, numbers out)."""
     nodes = spec.nodes(operands)
-    if all(o.op == "const" for o in operands):
+    if all(o.op == "const" for o in operands) and not tracing.tracing():
         from tapead.scaly.loops_lower import run
         values = run(spec, [o.attrs["value"] for o in operands])
         return [const(np.asarray(v, dtype=t.dtype)) for v, t in

@@ -31,6 +31,11 @@ def end(frame: List[Expr]) -> None:
         stack.pop()
 
 
+def tracing() -> bool:
+    """Whether a Function body is being traced (in this thread)."""
+    return bool(getattr(_frames, "stack", None))
+
+
 def record_print(node: Expr) -> None:
     """Called by ``sc.print``: ``node`` belongs to the innermost traced body."""
     stack = getattr(_frames, "stack", None)
