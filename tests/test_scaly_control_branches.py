@@ -413,6 +413,10 @@ def test_scan_argument_errors():
         sc.scan(model, x0, (u,), length=-1)
     with pytest.raises(sc.LayoutError, match="trip is declared int64"):
         sc.scan(model, x0, (u,), length=3, trip=sc.sym("t", ()))
+    with pytest.raises(sc.LayoutError, match="trip is int64, and 2.5 would change"):
+        sc.scan(model, x0, (u,), length=3, trip=2.5)
+    costs = sc.scan(model, np.zeros(2), (np.ones(3),), length=3, trip=2.0)[1][0]
+    assert costs.tolist() == pytest.approx([0.0, 0.01, 0.0], abs=1e-17)   # 2 steps run
     with pytest.raises(TypeError, match="must be an sc.Function"):
         sc.scan(lambda c: c, x0, length=3)
     with pytest.raises(sc.ScalyShapeError, match="reads a window of 1 element"):

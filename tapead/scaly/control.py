@@ -51,8 +51,13 @@ def _as_typed(value: Any, ttype: TensorType, what: str) -> Expr:
         if arr.dtype.kind not in "biuf":
             raise LayoutError(f"{what}: expected a number, an array or an sc.Expr, got "
                               f"{type(value).__name__}")
-        e = const(arr.astype(ttype.dtype) if arr.dtype.kind != "b" or ttype.dtype ==
-                  dtypes.bool_ else arr, ttype.dtype)
+        with np.errstate(all="ignore"):
+            converted = arr.astype(ttype.dtype)
+            same = np.array_equal(converted.astype(arr.dtype), arr)
+        if not same:
+            raise LayoutError(f"{what} is {ttype.dtype_name}, and {value!r} would change in "
+                              f"the conversion; pass a {ttype.dtype_name} value")
+        e = const(converted)
     if e.shape != ttype.shape:
         raise ScalyShapeError(f"{what} is declared with shape {ttype.shape}, got shape "
                               f"{e.shape}")
