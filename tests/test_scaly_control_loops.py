@@ -521,11 +521,11 @@ def test_several_outputs_of_a_loop_are_reversed_in_one_backward_loop():
 # scalar bodies run in C
 # ---------------------------------------------------------------------------
 
-def test_a_scalar_body_runs_its_steps_in_c():
+def test_a_body_of_float_values_runs_its_steps_in_c():
     fn = _scan_fn(len(XS), reverse=True)
     last, ys, _ = fn(0.8, XS)
     spec = next(n for n in topo_order(fn.outputs) if n.op == "scan").attrs["spec"]
-    assert spec._derived["scalar_body"] is True        # _core.scalar_scan ran the steps
+    assert spec._derived["scalar_plan"] is not None    # _core.scalar_scan ran the steps
     ref_last, ref_ys = _sine_numpy(0.8, XS, range(len(XS) - 1, -1, -1))
     assert float(last) == pytest.approx(ref_last, rel=1e-15)
     np.testing.assert_allclose(ys, ref_ys, rtol=1e-15)
@@ -541,7 +541,7 @@ def test_a_scalar_body_runs_its_steps_in_c():
     assert float(mixed(0.8, XS)) == pytest.approx(_sine_numpy(0.8, XS, range(5))[0],
                                                   rel=1e-15)
     spec = next(n for n in topo_order(mixed.outputs) if n.op == "scan").attrs["spec"]
-    assert spec._derived["scalar_body"] is False
+    assert spec._derived["scalar_plan"] is None
 
 
 def test_scalar_scan_refuses_bad_arguments():
@@ -569,3 +569,30 @@ def test_scalar_scan_refuses_bad_arguments():
     arrays.active = False
     with pytest.raises(ValueError, match="is not a scalar node"):
         _core.scalar_scan(arrays, [v.idx, v.idx], [w.idx], **args)
+
+
+def test_scalarize_rewrites_array_ops_as_scalar_ops():
+    from tapead.scaly.scalarize import scalarize
+
+    @sc.function(sc.arg("A", (2, 3)), sc.arg("v", 3), sc.arg("s", ()))
+    def arrays(A, v, s):
+        w = A @ v + s * v[:2]
+        M = sc.stack([v, v * v]).T                  # (3, 2)
+        return (M @ w).sin(), A.sum(axis=0) * w.sum() + (v / s) ** 2.0, (A.T @ w).tanh()
+
+    scalar = scalarize(arrays)
+    assert all(n.shape == () for n in scalar.inputs + scalar.outputs)
+    rng = np.random.default_rng(5)
+    A, v, s = rng.normal(size=(2, 3)), rng.normal(size=3), np.array(0.7)
+    want = np.concatenate([np.ravel(o) for o in arrays(A, v, s)])
+    got = np.array(scalar.evaluate(list(A.ravel()) + list(v) + [s]), dtype=float)
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
+
+    @sc.function(sc.arg("x", 3))
+    def printing(x):
+        return sc.print("{}", x) * 2.0
+    assert scalarize(printing) is None                # a print: stepped from Python
+    from scaly_control_programs import rollout
+    rollout(np.array([1.0, 0.0]), np.zeros(20))
+    spec = next(n for n in topo_order(rollout.outputs) if n.op == "scan").attrs["spec"]
+    assert spec._derived["scalar_plan"] is not None   # the rollout's steps run in C

@@ -7,11 +7,12 @@ object node of the tape (``scaly_loop``: runs the whole loop, returning a
 ``LoopResult``) followed by one ``scaly_loop_pick`` node per output used, so
 the loop runs once however many of its outputs the program reads.  The
 tape's re-evaluation (``Tape.evaluate``) calls ``scaly_loop`` again, which
-runs the body Function's own lowered program once per executed step: a scan
-whose body is all float64 scalars with a tape of scalar nodes only runs its
-steps in C (``_core.scalar_scan``, no Python per step); any other body is
-stepped from Python, one ``Tape.evaluate`` of its tape per step (``Stepper``;
-no tracing, no argument checks).
+runs the body once per executed step: a scan whose body is float64 values
+and array ops that ``tapead.scaly.scalarize`` can rewrite as scalar
+operations runs its steps in C on that scalar tape (``_core.scalar_scan``,
+no Python per step); any other body is stepped from Python, one
+``Tape.evaluate`` of its own tape per step (``Stepper``; no tracing, no
+argument checks).
 
 The trajectory (the carries entering each step) is stored only when an
 output of the program reads it, which is what reverse mode asks for.
@@ -170,12 +171,11 @@ def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
             if want_traj else [None] * nc)
     steps = range(trip - 1, -1, -1) if spec.reverse else range(trip)
     step = Stepper(spec.body)
-    for n, k in enumerate(steps):
-        if n == 1 and _scalar_body(spec):        # the body's tape exists now
-            done = _scalar_steps(spec, carries, steps[1:], xs_flat, ys, traj)
-            if done is not None:
-                carries = done
-                break
+    if trip > 0:
+        done = _scalar_steps(spec, carries, steps, xs_flat, ys, traj)
+        if done is not None:
+            carries, steps = done, ()
+    for k in steps:
         if want_traj:
             for j in range(nc):
                 traj[j][k] = carries[j]
@@ -187,49 +187,65 @@ def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
         + ys + traj
 
 
-def _scalar_body(spec) -> bool:
-    """Whether every carry, input and output of the scan's body is a float64
-    scalar (so its tape may be all scalar nodes, run by ``_core.scalar_scan``)."""
-    ok = spec._derived.get("scalar_body")
-    if ok is None:
-        ok = (not spec.index and all(t.shape == () and t.dtype == np.float64 for t in
-                                     spec.carry_types + spec.xs_types + spec.y_types))
-        spec._derived["scalar_body"] = ok
-    return ok
+def _scalar_plan(spec) -> Any:
+    """The scan's body rewritten as scalar operations (``scalarize``), when
+    every carry, per-step input and output is float64 and there is no step
+    number; else None.  Built once per loop."""
+    if "scalar_plan" not in spec._derived:
+        plan = None
+        if not spec.index and all(t.dtype == np.float64 for t in
+                                  spec.carry_types + spec.xs_types + spec.y_types):
+            from tapead.scaly.scalarize import scalarize
+            plan = scalarize(spec.body)
+        spec._derived["scalar_plan"] = plan
+    return spec._derived["scalar_plan"]
 
 
 def _scalar_steps(spec, carries, steps, xs_flat, ys, traj) -> Any:
-    """Run ``steps`` of a scan with an all-scalar body tape in C
-    (``_core.scalar_scan``): the final carries, or None (nothing done) when
-    the body's tape has other nodes."""
-    prog = spec.body._programs.get(True)
-    if prog is None or prog._fresh or prog._spread:
+    """Run ``steps`` of a scan in C (``_core.scalar_scan``) on its scalarized
+    body: the final carries, or None (nothing done) when the body cannot run
+    there (its tape has array or Python-ruled nodes)."""
+    fn = _scalar_plan(spec)
+    if fn is None:
         return None
     L = spec.length
-    carry = np.array([float(c) for c in carries], dtype=np.float64)
+    carry = np.concatenate([np.ravel(c) for c in carries] + [np.zeros(0)]).astype(np.float64)
+    if fn._programs.get(True) is None:              # record the scalar body once
+        fn.evaluate(list(carry) + [0.0] * sum(t.size for t in spec.xs_types))
+    prog = fn._programs.get(True)
+    if prog is None or prog._spread:
+        return None
     rows = np.arange(L, dtype=np.int64)
-    xs = np.empty((L, len(xs_flat)), dtype=np.float64)
-    for j, (flat, (start, stride)) in enumerate(zip(xs_flat, spec.windows)):
-        if L:
-            xs[:, j] = flat[start + rows * stride] if stride else flat[start]
-    y = np.zeros((L, len(ys)), dtype=np.float64)
+    columns = []
+    for flat, t, (start, stride) in zip(xs_flat, spec.xs_types, spec.windows):
+        for i in range(t.size):
+            columns.append(flat[start + i + rows * stride] if L else np.zeros(0))
+    xs = (np.stack(columns, axis=1) if columns else np.zeros((L, 0))).astype(np.float64)
+    ny = sum(t.size for t in spec.y_types)
+    y = np.zeros((L, ny), dtype=np.float64)
     keep = spec.n_carry > 0 and traj[0] is not None
-    t = np.zeros((L if keep else 0, spec.n_carry), dtype=np.float64)
+    t = np.zeros((L if keep else 0, carry.size), dtype=np.float64)
     consts = [0.0 if on_tape else float(ref) for on_tape, ref in prog._slots]
     order = np.asarray(steps, dtype=np.intp)
     with prog._lock:
         try:
-            _core.scalar_scan(prog.tape, prog.tape.inputs, prog._ids, consts, carry, xs, y,
-                              t, order)
+            _core.scalar_scan(prog.tape, prog.tape.inputs, prog._ids, consts, carry,
+                              np.ascontiguousarray(xs), y, t, order)
         except ValueError:
-            spec._derived["scalar_body"] = False      # not all scalar: step from Python
+            spec._derived["scalar_plan"] = None        # not all scalar: step from Python
             return None
-    for j in range(len(ys)):
-        ys[j][order] = y[order, j]
-    if t.shape[0]:
-        for j in range(spec.n_carry):
-            traj[j][order] = t[order, j]
-    return [float(c) for c in carry]
+    col = 0
+    for j, yt in enumerate(spec.y_types):
+        ys[j][order] = y[order, col:col + yt.size].reshape((len(order),) + yt.shape)
+        col += yt.size
+    out, col = [], 0
+    for j, ct in enumerate(spec.carry_types):
+        if keep:
+            traj[j][order] = t[order, col:col + ct.size].reshape((len(order),) + ct.shape)
+        value = carry[col:col + ct.size].reshape(ct.shape)
+        out.append(float(value) if ct.shape == () else value)
+        col += ct.size
+    return out
 
 
 def run_while(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
