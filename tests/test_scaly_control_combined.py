@@ -75,3 +75,56 @@ def test_scan_options_combined(index, reverse, trip, checkpoints, stride):
         np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-15)
     for out, inp in itertools.product(("cost", "bL", "ys"), ("a0", "b0", "z", "us", "p")):
         check_derivatives(fn, ref, out, inp, args)
+
+
+BOOL = sc.TensorType((), sc.dtypes.bool_)
+
+
+@sc.function(sc.arg("v", 2), sc.arg("k", INT), sc.arg("q", ()), outputs=sc.arg("go", BOOL))
+def small(v, k, q):
+    return (v * v).sum() < q
+
+
+@sc.function(sc.arg("v", 2), sc.arg("k", INT), sc.arg("q", ()))
+def grow(v, k, q):
+    return v * 1.3 + sc.stack([v[1], v[0]]) * 0.1 * q
+
+
+@sc.function(sc.arg("c", 2), sc.arg("q", ()))
+def grow_then_halve(c, q):
+    v, _ = sc.while_loop(small, grow, c, max_iter=6, params=(q,), index=True)
+    return v * 0.5, v.sum()
+
+
+def test_a_while_loop_in_a_scan_differentiates_along_the_executed_steps():
+    @sc.function(sc.arg("c0", 2), sc.arg("qs", 3),
+                 outputs=sc.group(sc.arg("last", 2), sc.arg("cost", ())))
+    def nested(c0, qs):
+        last, (ys,) = sc.scan(grow_then_halve, c0, (qs,), length=3)
+        return last, ys.sum() * last.sum()
+
+    c0, qs = np.array([0.3, 0.2]), np.array([2.0, 1.5, 3.0])
+    counts, c = [], c0.copy()
+    for q in qs:                               # the steps each inner loop executes
+        v, n = c.copy(), 0
+        while n < 6 and (v * v).sum() < q:
+            v, n = v * 1.3 + np.array([v[1], v[0]]) * 0.1 * q, n + 1
+        counts.append(n)
+        c = v * 0.5
+    assert counts == [4, 1, 3]
+
+    @sc.function(sc.arg("c0", 2), sc.arg("qs", 3),
+                 outputs=sc.group(sc.arg("last", 2), sc.arg("cost", ())))
+    def unrolled(c0, qs):
+        c, total = c0, 0.0
+        for i in range(3):
+            v = c
+            for _ in range(counts[i]):
+                v = v * 1.3 + sc.stack([v[1], v[0]]) * 0.1 * qs[i]
+            c, total = v * 0.5, total + v.sum()
+        return c, total * c.sum()
+
+    for got, want in zip(nested(c0, qs), unrolled(c0, qs)):
+        np.testing.assert_allclose(got, want, rtol=1e-14)
+    for out, inp in itertools.product(("last", "cost"), ("c0", "qs")):
+        check_derivatives(nested, unrolled, out, inp, [c0, qs])
