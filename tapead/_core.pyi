@@ -200,3 +200,9 @@ def guard_value(x: Any, fn: Callable, result: Any, what: str = ...) -> None: ...
 def scalar_scan(tp: Tape, in_ids: Sequence[int], out_ids: Sequence[int],
                 out_consts: Sequence[float], carry: np.ndarray, xs: np.ndarray,
                 ys: np.ndarray, traj: np.ndarray, steps: np.ndarray) -> None: ...
+COMPARISONS: Tuple[str, ...]
+def scalar_while(body: Tape, body_ins: Sequence[int], body_outs: Sequence[int],
+                 body_consts: Sequence[float], cond: Tape, cond_ins: Sequence[int],
+                 cond_outs: Sequence[int], cond_consts: Sequence[float], comparison: str,
+                 carry: np.ndarray, params: np.ndarray, traj: np.ndarray,
+                 max_iter: int) -> int: ...

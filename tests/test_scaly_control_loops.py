@@ -596,3 +596,36 @@ def test_scalarize_rewrites_array_ops_as_scalar_ops():
     rollout(np.array([1.0, 0.0]), np.zeros(20))
     spec = next(n for n in topo_order(rollout.outputs) if n.op == "scan").attrs["spec"]
     assert spec._derived["scalar_plan"] is not None   # the rollout's steps run in C
+
+
+def test_a_while_loop_of_float_values_runs_in_c():
+    from scaly_control_programs import root
+    assert float(root(2.0)) == 1.414213562373095
+    spec = next(n for n in topo_order(root.outputs) if n.op == "while_loop").attrs["spec"]
+    assert spec._derived["while_plan"] is not None     # _core.scalar_while ran it
+    fn = _while_fn(30)                                  # index=True: stepped from Python
+    x, count = fn(0.2, 3.0)
+    assert (float(x), int(count)) == pytest.approx(_grow_numpy(0.2, 3.0, 30), rel=1e-15)
+    spec = next(n for n in topo_order(fn.outputs) if n.op == "while_loop").attrs["spec"]
+    assert spec._derived.get("while_plan") is None
+
+
+def test_scalar_while_refuses_bad_arguments():
+    from tapead import _core
+    body, cond = _core.Tape(), _core.Tape()
+    x, a = body.input(0.5), body.input(2.0)
+    nxt = x * 2.0
+    body.active = False
+    cx, ca = cond.input(0.5), cond.input(2.0)
+    cond.active = False
+    args = [body, [x.idx, a.idx], [nxt.idx], [0.0], cond, [cx.idx, ca.idx],
+            [cx.idx, ca.idx], [0.0, 0.0]]
+    carry = np.array([0.5])
+    count = _core.scalar_while(*args, "lt", carry, np.array([3.0]), np.zeros((10, 1)), 10)
+    assert (count, carry[0]) == (3, 4.0)                # 0.5 -> 1 -> 2 -> 4
+    with pytest.raises(ValueError, match="comparison 'less' is not one of"):
+        _core.scalar_while(*args, "less", carry, np.array([3.0]), np.zeros((0, 1)), 10)
+    with pytest.raises(ValueError, match="traj needs max_iter rows"):
+        _core.scalar_while(*args, "lt", carry, np.array([3.0]), np.zeros((2, 1)), 10)
+    with pytest.raises(ValueError, match="take nc \\+ np inputs"):
+        _core.scalar_while(*args, "lt", carry, np.zeros(0), np.zeros((0, 1)), 10)

@@ -10,7 +10,8 @@ tape's re-evaluation (``Tape.evaluate``) calls ``scaly_loop`` again, which
 runs the body once per executed step: a scan whose body is float64 values
 and array ops that ``tapead.scaly.scalarize`` can rewrite as scalar
 operations runs its steps in C on that scalar tape (``_core.scalar_scan``,
-no Python per step); any other body is stepped from Python, one
+no Python per step), and so does such a while loop whose condition is one
+comparison of two float scalars (``_core.scalar_while``); any other body is stepped from Python, one
 ``Tape.evaluate`` of its own tape per step (``Stepper``; no tracing, no
 argument checks).
 
@@ -248,6 +249,71 @@ def _scalar_steps(spec, carries, steps, xs_flat, ys, traj) -> Any:
     return out
 
 
+_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def _while_plan(spec) -> Any:
+    """(scalarized body, scalarized sides of the condition, comparison) of a
+    while loop whose values are float64, whose condition is one comparison of
+    two float scalars and whose body ``scalarize`` rewrites; else None."""
+    if "while_plan" not in spec._derived:
+        plan = None
+        test = spec.cond.simplified_outputs()[0]
+        if not spec.index and test.op in _COMPARISONS and all(
+                o.shape == () and o.dtype == np.float64 for o in test.operands) and all(
+                t.dtype == np.float64 for t in spec.carry_types + spec.xs_types):
+            from tapead.scaly.control_spec import make_function
+            from tapead.scaly.scalarize import scalarize
+            sides = make_function(f"{spec.cond.name}_sides", spec.cond.inputs,
+                                  [("lhs", test.operands[0]), ("rhs", test.operands[1])])
+            body, cond = scalarize(spec.body), scalarize(sides)
+            if body is not None and cond is not None:
+                plan = (body, cond, test.op)
+        spec._derived["while_plan"] = plan
+    return spec._derived["while_plan"]
+
+
+def _program_of(fn, values: List[float]) -> Any:
+    if fn._programs.get(True) is None:                  # record it once
+        fn.evaluate(values)
+    prog = fn._programs.get(True)
+    return None if prog is None or prog._spread else prog
+
+
+def _scalar_while(spec, carries, xs_flat, traj) -> Any:
+    """Run a while loop in C (``_core.scalar_while``): (final carries, count),
+    or None (nothing done) when it cannot run there."""
+    plan = _while_plan(spec)
+    if plan is None:
+        return None
+    body, cond, comparison = plan
+    carry = np.concatenate([np.ravel(c) for c in carries] + [np.zeros(0)]).astype(np.float64)
+    params = np.concatenate([np.ravel(f) for f in xs_flat] + [np.zeros(0)]).astype(np.float64)
+    start = list(carry) + list(params)
+    bp, cp = _program_of(body, start), _program_of(cond, start)
+    if bp is None or cp is None:
+        return None
+    keep = spec.n_carry > 0 and traj[0] is not None
+    t = np.zeros((spec.length if keep else 0, carry.size), dtype=np.float64)
+    consts = [[0.0 if on_tape else float(ref) for on_tape, ref in p._slots] for p in (bp, cp)]
+    with bp._lock, cp._lock:
+        try:
+            count = _core.scalar_while(bp.tape, bp.tape.inputs, bp._ids, consts[0], cp.tape,
+                                       cp.tape.inputs, cp._ids, consts[1], comparison,
+                                       carry, params, t, spec.length)
+        except ValueError:
+            spec._derived["while_plan"] = None          # not all scalar: step from Python
+            return None
+    out, col = [], 0
+    for j, ct in enumerate(spec.carry_types):
+        if keep:
+            traj[j][:count] = t[:count, col:col + ct.size].reshape((count,) + ct.shape)
+        value = carry[col:col + ct.size].reshape(ct.shape)
+        out.append(float(value) if ct.shape == () else value)
+        col += ct.size
+    return out, count
+
+
 def run_while(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
     """All outputs of a while loop: final carries, the count, trajectories."""
     nc, L = spec.n_carry, spec.length
@@ -255,6 +321,11 @@ def run_while(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
     xs_flat = _operands(values[nc:], spec.xs_types)
     traj = ([np.zeros((L,) + t.shape, t.dtype) for t in spec.carry_types]
             if want_traj else [None] * nc)
+    done = _scalar_while(spec, carries, xs_flat, traj) if L > 0 else None
+    if done is not None:
+        carries, count = done
+        return [np.asarray(c, dtype=t.dtype) for c, t in zip(carries, spec.carry_types)] \
+            + [np.int64(count)] + traj
     count = 0
     cond, step = Stepper(spec.cond), Stepper(spec.body)
     while count < L:
