@@ -2,7 +2,8 @@
 
 The programs are in ``scaly_control_programs`` (as on the page); options,
 derivatives and errors of the loops are tested in
-``test_scaly_control_loops.py`` and ``test_scaly_control_branches.py``.
+``test_scaly_control_loops.py``, ``test_scaly_control_branches.py``,
+``test_scaly_control_combined.py`` and ``test_scaly_control_evaluation.py``.
 """
 from __future__ import annotations
 

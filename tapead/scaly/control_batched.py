@@ -23,7 +23,7 @@ import numpy as np
 from tapead.scaly import control_rules  # noqa: F401  (registers the entries extended here)
 from tapead.scaly.control_checkpoints import checkpointed_jvp
 from tapead.scaly.control_spec import (LoopSpec, floats, fresh, make_function, names_of,
-                                       new_inputs, step_parts)
+                                       step_parts)
 from tapead.scaly.derivatives import forward_tangents_many
 from tapead.scaly.expr import OPS, Expr, gather, reshape, stack, substitute, sym, zeros
 from tapead.scaly.ops import transpose
