@@ -188,6 +188,13 @@ def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
         + ys + traj
 
 
+def _program_of(fn, values: List[float]) -> Any:
+    if fn._programs.get(True) is None:                  # record it once
+        fn.evaluate(values)
+    prog = fn._programs.get(True)
+    return None if prog is None or prog._spread else prog
+
+
 def _scalar_plan(spec) -> Any:
     """The scan's body rewritten as scalar operations (``scalarize``), when
     every carry, per-step input and output is float64 and there is no step
@@ -211,23 +218,21 @@ def _scalar_steps(spec, carries, steps, xs_flat, ys, traj) -> Any:
         return None
     L = spec.length
     carry = np.concatenate([np.ravel(c) for c in carries] + [np.zeros(0)]).astype(np.float64)
-    if fn._programs.get(True) is None:              # record the scalar body once
-        fn.evaluate(list(carry) + [0.0] * sum(t.size for t in spec.xs_types))
-    prog = fn._programs.get(True)
-    if prog is None or prog._spread:
-        return None
     rows = np.arange(L, dtype=np.int64)
     columns = []
     for flat, t, (start, stride) in zip(xs_flat, spec.xs_types, spec.windows):
         for i in range(t.size):
             columns.append(flat[start + i + rows * stride] if L else np.zeros(0))
     xs = (np.stack(columns, axis=1) if columns else np.zeros((L, 0))).astype(np.float64)
+    order = np.asarray(steps, dtype=np.intp)
+    prog = _program_of(fn, list(carry) + list(xs[order[0]]))    # recorded at step one
+    if prog is None:
+        return None
     ny = sum(t.size for t in spec.y_types)
     y = np.zeros((L, ny), dtype=np.float64)
     keep = spec.n_carry > 0 and traj[0] is not None
     t = np.zeros((L if keep else 0, carry.size), dtype=np.float64)
     consts = [0.0 if on_tape else float(ref) for on_tape, ref in prog._slots]
-    order = np.asarray(steps, dtype=np.intp)
     with prog._lock:
         try:
             _core.scalar_scan(prog.tape, prog.tape.inputs, prog._ids, consts, carry,
@@ -271,13 +276,6 @@ def _while_plan(spec) -> Any:
                 plan = (body, cond, test.op)
         spec._derived["while_plan"] = plan
     return spec._derived["while_plan"]
-
-
-def _program_of(fn, values: List[float]) -> Any:
-    if fn._programs.get(True) is None:                  # record it once
-        fn.evaluate(values)
-    prog = fn._programs.get(True)
-    return None if prog is None or prog._spread else prog
 
 
 def _scalar_while(spec, carries, xs_flat, traj) -> Any:
