@@ -250,3 +250,24 @@ def test_scalar_while_refuses_bad_arguments():
         _core.scalar_while(*args, "lt", carry, np.array([3.0]), np.zeros((2, 1)), 10)
     with pytest.raises(ValueError, match="take nc \\+ np inputs"):
         _core.scalar_while(*args, "lt", carry, np.zeros(0), np.zeros((0, 1)), 10)
+
+
+def test_sparse_derivatives_and_mapped_calls_through_loops():
+    from scaly_control_programs import rollout, root
+    x0, u = np.array([0.3, -0.2]), np.linspace(-1.0, 1.0, 20)
+    sparse = sc.sparse_hessian(rollout, "cost", "controls")
+    H = sc.hessian(rollout, "cost", "controls")(x0, u)
+    pattern = sparse.output_sparsities[0]        # a loop's pattern: every operand (dense)
+    assert pattern.nnz == 400
+    np.testing.assert_allclose(sparse(x0, u), H[pattern.row, pattern.col], rtol=1e-13,
+                               atol=1e-14)
+
+    @sc.function(sc.arg("a", 3), outputs=sc.arg("roots", 3))
+    def roots(a):
+        return sc.vmap(root, 3, [a])
+    a = np.array([2.0, 3.0, 5.0])
+    want = np.array([float(root(v)) for v in a])     # Newton stops at |x^2 - a| < 1e-12
+    np.testing.assert_allclose(roots(a), want, rtol=1e-15)
+    np.testing.assert_allclose(sc.jacobian(roots, "roots", "a")(a),
+                               np.diag([float(sc.gradient(root, "root", "a")(v)) for v in a]),
+                               rtol=1e-15, atol=1e-15)
