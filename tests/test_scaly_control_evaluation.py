@@ -257,8 +257,9 @@ def test_sparse_derivatives_and_mapped_calls_through_loops():
     x0, u = np.array([0.3, -0.2]), np.linspace(-1.0, 1.0, 20)
     sparse = sc.sparse_hessian(rollout, "cost", "controls")
     H = sc.hessian(rollout, "cost", "controls")(x0, u)
-    pattern = sparse.output_sparsities[0]        # a loop's pattern: every operand (dense)
-    assert pattern.nnz == 400
+    pattern = sparse.output_sparsities[0]
+    assert pattern.nnz == 19 * 19                # the last control does not reach the cost
+    assert np.all(H[19] == 0.0) and np.all(H[:, 19] == 0.0)
     np.testing.assert_allclose(sparse(x0, u), H[pattern.row, pattern.col], rtol=1e-13,
                                atol=1e-14)
 
@@ -271,3 +272,10 @@ def test_sparse_derivatives_and_mapped_calls_through_loops():
     np.testing.assert_allclose(sc.jacobian(roots, "roots", "a")(a),
                                np.diag([float(sc.gradient(root, "root", "a")(v)) for v in a]),
                                rtol=1e-15, atol=1e-15)
+
+
+def test_a_scan_pattern_follows_the_steps():
+    from scaly_control_programs import rollout
+    pattern = sc.jacobian_sparsity(rollout.outputs[0], rollout.input("controls")).to_mask()
+    # the position after 20 steps does not depend on the last control yet
+    assert pattern.astype(int).tolist() == [[1] * 19 + [0], [1] * 20]

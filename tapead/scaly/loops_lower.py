@@ -510,11 +510,16 @@ LOWERINGS["print"] = lower_print
 # ---------------------------------------------------------------------------
 
 def _pick_sparsity(rec, pats, shapes, out_shape, N):
-    """A loop output depends on everything its operands do (a superset); a
-    branch output on the union over branches of what each branch reads."""
+    """A scan output's pattern propagated step by step
+    (``tapead.scaly.loop_patterns``); a branch output's is the union over
+    branches of what each branch reads; any other loop output depends on
+    everything its operands do (a superset)."""
+    from tapead.scaly import loop_patterns
     spec, k = rec.params["spec"], rec.params["output"]
     operand_pats = pats[1:]
     size = int(np.prod(out_shape, dtype=np.int64))
+    if loop_patterns.supported(spec):
+        return loop_patterns.scan_patterns(spec, operand_pats, N)[k]
     if spec.op == "cond":
         import scipy.sparse as sp
         out = sp.csr_array((size, N))
