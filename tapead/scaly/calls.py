@@ -36,7 +36,11 @@ LOOP_OPS = ("scan", "while_loop", "cond", "custom_call")
 
 
 class broadcast:  # noqa: N801  (Scaly's name)
-    """``sc.broadcast(p)``: pass the whole of ``p`` to every stage or step."""
+    """``sc.broadcast(p)``: pass the whole of ``p`` to every stage or step.
+
+    An entry of ``sc.vmap``'s inputs or ``sc.scan``'s ``xs``; ``p`` (an
+    expression or array) has the size of the parameter it feeds.
+    """
 
     __slots__ = ("value",)
 
@@ -50,7 +54,15 @@ class broadcast:  # noqa: N801  (Scaly's name)
 class window:  # noqa: N801  (Scaly's name)
     """``sc.window(outer, start, stride)``: stage (step) ``k`` reads the
     contiguous elements ``start + k * stride ...`` of the flat ``outer``, as
-    many as the parameter it feeds declares."""
+    many as the parameter it feeds declares.
+
+    Parameters
+    ----------
+    outer : expression or array
+        Read flat (C order); windows may overlap.
+    start, stride : int
+        Non-negative; ``stride=0`` gives every stage the same window.
+    """
 
     __slots__ = ("outer", "start", "stride")
 

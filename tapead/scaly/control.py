@@ -469,6 +469,18 @@ def print(fmt: str, x) -> Expr:  # noqa: A001  (Scaly's name)
     In a loop body it prints once per executed step (not at all in a
     zero-trip loop or an unselected branch).  Use the returned expression:
     a print that no output of the traced Function reaches raises ValueError.
+
+    Parameters
+    ----------
+    fmt : str
+        A format with one ``{}`` for the value (numbers print in their
+        shortest form, ``1`` for 1.0; arrays as ``[1, 0.5]``).
+    x : expression, any shape
+
+    Returns
+    -------
+    Expr
+        ``x`` itself (same shape and dtype; its derivative is the identity).
     """
     if not isinstance(fmt, str):
         raise TypeError(f"sc.print(fmt, x): fmt must be a str, got {fmt!r}")
