@@ -224,7 +224,7 @@ def test_a_while_loop_of_float_values_runs_in_c():
     assert float(root(2.0)) == 1.414213562373095
     spec = next(n for n in topo_order(root.outputs) if n.op == "while_loop").attrs["spec"]
     assert spec._derived["while_plan"] is not None     # _core.scalar_while ran it
-    fn = _while_fn(30)                                  # index=True: stepped from Python
+    fn = _while_fn(30)               # index=True in the condition: stepped from Python
     x, count = fn(0.2, 3.0)
     assert (float(x), int(count)) == pytest.approx(_grow_numpy(0.2, 3.0, 30), rel=1e-15)
     spec = next(n for n in topo_order(fn.outputs) if n.op == "while_loop").attrs["spec"]
@@ -279,3 +279,38 @@ def test_a_scan_pattern_follows_the_steps():
     pattern = sc.jacobian_sparsity(rollout.outputs[0], rollout.input("controls")).to_mask()
     # the position after 20 steps does not depend on the last control yet
     assert pattern.astype(int).tolist() == [[1] * 19 + [0], [1] * 20]
+
+
+def test_a_body_reading_the_step_number_in_float_arithmetic_runs_in_c():
+    @sc.function(sc.arg("c", ()), sc.arg("k", INT), sc.arg("x", ()))
+    def counted(c, k, x):
+        return (c * x).sin() + 0.5 * k, c * k
+
+    @sc.function(sc.arg("c0", ()), sc.arg("xs", 5),
+                 outputs=sc.group(sc.arg("last", ()), sc.arg("ys", 5)))
+    def run(c0, xs):
+        last, (ys,) = sc.scan(counted, c0, (xs,), length=5, index=True, reverse=True)
+        return last, ys
+
+    c, ys = 0.8, np.zeros(5)
+    for k in range(4, -1, -1):
+        ys[k] = c * k
+        c = np.sin(c * XS[k]) + 0.5 * k
+    last, got = run(0.8, XS)
+    assert float(last) == pytest.approx(c, rel=1e-15)
+    np.testing.assert_allclose(got, ys, rtol=1e-15)
+    spec = next(n for n in topo_order(run.outputs) if n.op == "scan").attrs["spec"]
+    assert spec._derived["scalar_plan"] is not None
+
+    @sc.function(sc.arg("c", ()), sc.arg("k", INT), sc.arg("x", ()))
+    def integer_use(c, k, x):
+        return c * x + (k * 2) * 1.0                 # an int64 product: from Python
+    @sc.function(sc.arg("c0", ()), sc.arg("xs", 5), outputs=sc.arg("last", ()))
+    def run_int(c0, xs):
+        return sc.scan(integer_use, c0, (xs,), length=5, index=True)[0]
+    c = 0.8
+    for k in range(5):
+        c = c * XS[k] + 2.0 * k
+    assert float(run_int(0.8, XS)) == pytest.approx(c, rel=1e-15)
+    spec = next(n for n in topo_order(run_int.outputs) if n.op == "scan").attrs["spec"]
+    assert spec._derived["scalar_plan"] is None

@@ -196,15 +196,16 @@ def _program_of(fn, values: List[float]) -> Any:
 
 
 def _scalar_plan(spec) -> Any:
-    """The scan's body rewritten as scalar operations (``scalarize``), when
-    every carry, per-step input and output is float64 and there is no step
-    number; else None.  Built once per loop."""
+    """The scan's body rewritten as scalar operations (``scalarize``; the step
+    number, if any, as a float), when every carry, per-step input and output
+    is float64; else None.  Built once per loop."""
     if "scalar_plan" not in spec._derived:
         plan = None
-        if not spec.index and all(t.dtype == np.float64 for t in
-                                  spec.carry_types + spec.xs_types + spec.y_types):
+        if all(t.dtype == np.float64 for t in spec.carry_types + spec.xs_types +
+               spec.y_types):
             from tapead.scaly.scalarize import scalarize
-            plan = scalarize(spec.body)
+            index = [spec.body.inputs[spec.n_carry].id] if spec.index else []
+            plan = scalarize(spec.body, as_float=index)
         spec._derived["scalar_plan"] = plan
     return spec._derived["scalar_plan"]
 
@@ -219,7 +220,7 @@ def _scalar_steps(spec, carries, steps, xs_flat, ys, traj) -> Any:
     L = spec.length
     carry = np.concatenate([np.ravel(c) for c in carries] + [np.zeros(0)]).astype(np.float64)
     rows = np.arange(L, dtype=np.int64)
-    columns = []
+    columns = [rows.astype(np.float64)] if spec.index else []     # the step number
     for flat, t, (start, stride) in zip(xs_flat, spec.xs_types, spec.windows):
         for i in range(t.size):
             columns.append(flat[start + i + rows * stride] if L else np.zeros(0))

@@ -7,12 +7,13 @@ scalar output per output element: every array op becomes the scalar ops on
 its elements.  Its tape is then all scalar nodes, which a loop runs step
 after step in C (``_core.scalar_scan``; see ``tapead.scaly.loops_lower``).
 A graph with any other op (a nested loop, a print, a comparison), a
-non-float value or more than ``SCALAR_LIMIT`` scalar nodes is not rewritten
+non-float value (but a step number, see ``as_float``) or more than
+``SCALAR_LIMIT`` scalar nodes is not rewritten
 (``None``): the loop then steps the Function's own tape from Python.
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -82,19 +83,28 @@ def _elements(node: Expr, ops: List[List[Expr]]) -> Optional[List[Expr]]:
     return None
 
 
-def scalarize(fn) -> Optional[object]:
+def scalarize(fn, as_float: Sequence[int] = ()) -> Optional[object]:
     """``fn`` with one scalar input per input element and one scalar output per
     output element (inputs, then outputs, in order, C order within each), or
-    None when its graph cannot be rewritten (see the module docstring)."""
+    None when its graph cannot be rewritten (see the module docstring).
+
+    ``as_float``: ids of int64 scalar inputs (a loop's step number) taken as
+    float64 values, which is exact when every op that reads them computes in
+    float64 (any other use leaves the graph as it is: None).
+    """
     from tapead.scaly.control_spec import fresh, make_function
     outputs = fn.simplified_outputs()
-    if any(n.dtype != dtypes.float64 for n in list(fn.inputs) + list(outputs)):
+    floats = set(as_float)
+    if any(n.dtype != dtypes.float64 and not (n.id in floats and n.shape == ())
+           for n in fn.inputs) or any(y.dtype != dtypes.float64 for y in outputs):
         return None
     taken = set(fn.input_names) | set(fn.output_names)
     elems: Dict[int, List[Expr]] = {}
     inputs: List[Expr] = []
     for node in fn.inputs:
-        if node.shape == ():
+        if node.id in floats:
+            scalars = [sym(fresh(f"{node.attrs['name']}_value", taken), ())]
+        elif node.shape == ():
             scalars = [node]
         else:
             name = node.attrs["name"]
