@@ -14,7 +14,8 @@ evaluating it (``Tape.evaluate``).
 1.0806046117362795
 """
 from tapead.scaly import ops as _ops  # noqa: F401  (fills the op table)
-from tapead.scaly.calls import vmap
+from tapead.scaly.calls import broadcast, vmap, window
+from tapead.scaly.control import cond, custom_derivative, print, scan, while_loop
 from tapead.scaly.derivatives import forward, gradient, hessian, jacobian
 from tapead.scaly.errors import (LayoutError, NonScalarGradientError, ScalyShapeError,
                                  SymbolicBoolError, UnknownNameError)
@@ -34,4 +35,5 @@ __all__ = ["Sparsity", "acyclic_coloring", "color_groups", "column_coloring",
            "ScalyShapeError", "SymbolicBoolError", "TensorType", "UnknownNameError", "arg",
            "const", "dtypes", "forward", "function", "gradient", "group", "hessian",
            "jacobian", "render_expr_assembly", "render_lowered_program", "simplify", "stack",
-           "sumsqr", "sym", "vmap"]
+           "sumsqr", "sym", "vmap", "broadcast", "window", "scan", "while_loop", "cond",
+           "print", "custom_derivative"]

@@ -30,6 +30,71 @@ from tapead.scaly.ops import register
 from tapead.scaly.types import TensorType
 
 CALL_OPS = ("call", "vmap")
+#: ops whose node calls Functions that stay separate (loops, branches, custom
+#: derivatives; ``tapead.scaly.control``): never expanded, listed as callees
+LOOP_OPS = ("scan", "while_loop", "cond", "custom_call")
+
+
+class broadcast:  # noqa: N801  (Scaly's name)
+    """``sc.broadcast(p)``: pass the whole of ``p`` to every stage or step.
+
+    An entry of ``sc.vmap``'s inputs or ``sc.scan``'s ``xs``; ``p`` (an
+    expression or array) has the size of the parameter it feeds.
+    
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.arg("x", ()), sc.arg("w", 3))
+    ... def acc(x, w):
+    ...     return x + w.sum()
+    >>> @sc.function(sc.arg("w", 3), outputs=sc.arg("y", ()))
+    ... def f(w):
+    ...     return sc.scan(acc, sc.const(0.0), (sc.broadcast(w),), length=4)[0]
+    >>> print(f(np.array([1.0, 2.0, 3.0])))
+    24.0
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"sc.broadcast({self.value!r})"
+
+
+class window:  # noqa: N801  (Scaly's name)
+    """``sc.window(outer, start, stride)``: stage (step) ``k`` reads the
+    contiguous elements ``start + k * stride ...`` of the flat ``outer``, as
+    many as the parameter it feeds declares.
+
+    Parameters
+    ----------
+    outer : expression or array
+        Read flat (C order); windows may overlap.
+    start, stride : int
+        Non-negative; ``stride=0`` gives every stage the same window.
+    
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.arg("x", ()), sc.arg("zz", 2))
+    ... def pair(x, zz):
+    ...     return x + zz[0] * zz[1]
+    >>> @sc.function(sc.arg("z", 5), outputs=sc.arg("y", ()))
+    ... def g(z):
+    ...     return sc.scan(pair, sc.const(0.0), (sc.window(z, 0, 1),), length=4)[0]
+    >>> print(g(np.arange(5.0)))          # 0*1 + 1*2 + 2*3 + 3*4
+    20.0
+    """
+
+    __slots__ = ("outer", "start", "stride")
+
+    def __init__(self, outer, start: int, stride: int):
+        self.outer, self.start, self.stride = outer, start, stride
+
+    def __repr__(self) -> str:
+        return f"sc.window({self.outer!r}, {self.start!r}, {self.stride!r})"
 
 
 # ---------------------------------------------------------------------------
@@ -93,6 +158,15 @@ def call_nodes(fn, args: Sequence[Any]) -> List[Expr]:
 def _spec(spec: Any, leaf: lay.Leaf, n: int, where: str):
     """(expression, start, stride) of one mapped input."""
     size = leaf.type.size
+    if isinstance(spec, broadcast):
+        e = as_expr(spec.value)
+        if e.size != size:
+            raise ScalyShapeError(f"{where}: input '{leaf.name}' has {size} element(s), so "
+                                  f"sc.broadcast needs an expression of {size} elements, "
+                                  f"got shape {e.shape}")
+        return e, 0, 0
+    if isinstance(spec, window):
+        spec = (spec.outer, spec.start, spec.stride)
     if isinstance(spec, tuple):
         if len(spec) != 3:
             raise LayoutError(f"{where}: a window input is (array, start, stride), got a "
@@ -105,7 +179,7 @@ def _spec(spec: Any, leaf: lay.Leaf, n: int, where: str):
                                   f"be a non-negative int, got {v!r}")
         start, stride = int(start), int(stride)
         last = start + (n - 1) * stride + size
-        if last > e.size:
+        if n > 0 and last > e.size:
             raise ScalyShapeError(
                 f"{where}: input '{leaf.name}' reads a window of {size} element(s) from "
                 f"{start} with stride {stride} over {n} stages, up to element {last - 1}, "
@@ -135,9 +209,11 @@ def vmap(stage, n: int, inputs: Sequence[Any]):
     inputs : list
         One entry per input leaf of ``stage``: an expression of ``n`` times
         the leaf's size (stage ``k`` reads the ``k``-th slice of the flat
-        array), an expression of the leaf's size (shared by every stage), or
-        a window ``(array, start, stride)`` (stage ``k`` reads the leaf's size
-        of elements from ``start + k * stride``; windows may overlap).
+        array), an expression of the leaf's size (shared by every stage;
+        ``sc.broadcast(p)`` says so explicitly), or a window
+        ``sc.window(array, start, stride)`` or ``(array, start, stride)``
+        (stage ``k`` reads the leaf's size of elements from
+        ``start + k * stride``; windows may overlap).
 
     Returns
     -------
@@ -254,7 +330,12 @@ def callees(outputs: Sequence[Expr]) -> list:
     while pending:
         for node in topo_order(pending.pop(0)):
             if node.op in CALL_OPS:
-                fn = node.attrs["fn"]
+                fns = [node.attrs["fn"]]
+            elif node.op in LOOP_OPS:
+                fns = node.attrs["spec"].functions
+            else:
+                continue
+            for fn in fns:
                 if id(fn) not in seen:
                     seen.add(id(fn))
                     found.append(fn)
@@ -262,4 +343,5 @@ def callees(outputs: Sequence[Expr]) -> list:
     return found
 
 
-__all__ = ["vmap", "expand_calls", "call_nodes", "callees", "CALL_OPS"]
+__all__ = ["vmap", "broadcast", "window", "expand_calls", "call_nodes", "callees",
+           "CALL_OPS", "LOOP_OPS"]

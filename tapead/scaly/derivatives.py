@@ -10,7 +10,7 @@ differentiated again.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -45,15 +45,54 @@ def reverse_adjoints(output: Expr, weight: Expr, wrt: Sequence[Expr]) -> List[Ex
     contributions are added left to right (``add(c1, c2)``), so two equal
     contributions are one interned node added to itself.
     """
-    adjoint: Dict[int, Expr] = {output.id: weight}
-    for node in reversed(topo_order([output])):
+    return reverse_adjoints_many([output], [weight], wrt)
+
+
+#: op name -> ``rule(adjoints, node)`` for ops with one node per output that
+#: share one computation (loops, branches; ``tapead.scaly.control_rules``):
+#: ``adjoints`` maps output numbers to their adjoints, and the rule returns one
+#: contribution per operand for all of them, so a loop whose outputs are used
+#: several times is reversed once.
+GROUP_VJPS: Dict[str, Callable] = {}
+
+
+def _group_key(node: Expr):
+    return (id(node.attrs["spec"]), tuple(o.id for o in node.operands))
+
+
+def reverse_adjoints_many(outputs: Sequence[Expr], weights: Sequence[Optional[Expr]],
+                          wrt: Sequence[Expr]) -> List[Expr]:
+    """``reverse_adjoints`` of several outputs at once: the adjoints of
+    ``sum_k <weights[k], outputs[k]>`` (a ``None`` weight is zero)."""
+    adjoint: Dict[int, Expr] = {}
+    for y, w in zip(outputs, weights):
+        if w is not None:
+            adjoint[y.id] = w if y.id not in adjoint else adjoint[y.id] + w
+    order = topo_order(list(outputs))
+    # the sibling outputs of a grouped node are handled together at the first
+    # of them in topological order: every user of every sibling comes later
+    first: Dict[tuple, int] = {}
+    for node in order:
+        if node.op in GROUP_VJPS:
+            first.setdefault(_group_key(node), node.id)
+    pending: Dict[tuple, Dict[int, Expr]] = {}
+    for node in reversed(order):
         g = adjoint.get(node.id)
-        if g is None or not node.diff or node.op in ("input", "const"):
-            continue
-        rule = OPS[node.op]
-        if rule.vjp is None:
-            raise MissingRuleError(f"Scaly op '{node.op}' has no reverse-mode (vjp) rule")
-        for operand, c in zip(node.operands, rule.vjp(g, node)):
+        if node.op in GROUP_VJPS:
+            key = _group_key(node)
+            if g is not None and node.diff:
+                pending.setdefault(key, {})[node.attrs["output"]] = g
+            if node.id != first[key] or key not in pending:
+                continue
+            contributions = GROUP_VJPS[node.op](pending.pop(key), node)
+        else:
+            if g is None or not node.diff or node.op in ("input", "const"):
+                continue
+            rule = OPS[node.op]
+            if rule.vjp is None:
+                raise MissingRuleError(f"Scaly op '{node.op}' has no reverse-mode (vjp) rule")
+            contributions = rule.vjp(g, node)
+        for operand, c in zip(node.operands, contributions):
             if c is None or not operand.diff:
                 continue
             c = unbroadcast(c, operand.shape)

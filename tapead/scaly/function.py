@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from tapead.scaly import layout as lay
+from tapead.scaly import tracing
 from tapead.scaly.errors import LayoutError, ScalyShapeError, UnknownNameError
 from tapead.scaly.expr import Expr, as_expr, sym, topo_order
 from tapead.scaly.lower import LoweredProgram, free_inputs
@@ -257,7 +258,11 @@ def trace(body: Callable, params: Sequence[Any], out_layout: Any, style: str,
     """Call ``body`` on symbolic inputs and wrap the result as a Function."""
     in_leaves = lay.leaves(params)
     inputs = [sym(leaf.name, leaf.type) for leaf in in_leaves]
-    result = body(*lay.unflatten(params, inputs))
+    frame = tracing.begin()             # the sc.print nodes the body makes
+    try:
+        result = body(*lay.unflatten(params, inputs))
+    finally:
+        tracing.end(frame)
     if out_layout is None:
         out_layout = lay.infer_output_layout(result)
     where = f"function {name}"
@@ -267,6 +272,7 @@ def trace(body: Callable, params: Sequence[Any], out_layout: Any, style: str,
         e = _output_expr(leaf, value, where)
         outputs.append(e)
         resolved[id(leaf)] = leaf.resolved(e.type) if leaf.type is None else leaf
+    tracing.check_prints(frame, outputs, name)
     return Function(name, params, _resolve(out_layout, resolved), inputs, outputs, style)
 
 

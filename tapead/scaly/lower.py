@@ -39,6 +39,12 @@ SPREAD_ALWAYS = 64
 SPREAD_SHARE = 0.25
 
 
+#: op name -> ``lower(program, node, args) -> tape value`` for ops whose
+#: lowering needs more than their ``fn`` (loops and branches share one
+#: evaluation between their output nodes; ``tapead.scaly.loops_lower``)
+LOWERINGS: Dict[str, Callable[..., Any]] = {}
+
+
 def _tape_value(value: np.ndarray) -> Any:
     """Scalars go on the tape unboxed (the C fast path)."""
     if value.ndim == 0 and value.dtype == np.float64:
@@ -213,7 +219,9 @@ class LoweredProgram:
                     value = value.items.get(0, 0.0)     # one element: a scalar, as gather gives
                 if value is None:
                     args = [self._dense(o, env) for o in node.operands]
-                    value = OPS[node.op].fn(*args, **node.attrs)
+                    special = LOWERINGS.get(node.op)
+                    value = (OPS[node.op].fn(*args, **node.attrs) if special is None
+                             else special(self, node, args))
                 env[node.id] = value
             results = [self._dense(node, env) for node in self.outputs]
         finally:

@@ -11,7 +11,8 @@ from tapead.scaly.function import Function
 
 # attributes that the result type already shows
 _HIDDEN = {"gather": ("shape",), "scatter": ("shape",), "input": ("shape", "dtype"),
-           "call": ("fn",), "vmap": ("fn",)}
+           "call": ("fn",), "vmap": ("fn",), "scan": ("spec",), "while_loop": ("spec",),
+           "cond": ("spec",), "custom_call": ("spec",)}
 
 
 def _format_value(value) -> str:

@@ -16,6 +16,9 @@ import numpy as np
 from tapead.scaly.expr import (OPS, Expr, apply, const, is_const, rebuild, same_op, zeros)
 
 _MAX_PASSES = 4
+#: ops never folded into constants: evaluating them has effects (prints) or
+#: runs Functions (loops, branches), which happens when the program runs
+NO_FOLD = frozenset(("print", "scan", "while_loop", "cond", "custom_call"))
 
 
 def _keeps_shape(x: Expr, node: Expr) -> bool:
@@ -35,6 +38,8 @@ def _rewrite(node: Expr, operands: Tuple[Expr, ...]) -> Expr:
     if op in ("input", "const"):
         return node
     node = same_op(node, operands)
+    if op in NO_FOLD:
+        return node
     if all(o.op == "const" for o in operands):
         return _fold(node, operands)
     a = operands[0]

@@ -1,0 +1,614 @@
+"""Scaly's control flow: ``sc.scan``, ``sc.while_loop``, ``sc.cond``,
+``sc.print`` and ``sc.custom_derivative``.
+
+A Python loop in an ``@sc.function`` body is unrolled while the body is
+traced; these record a loop (or branch) whose body is a Scaly Function
+instead, so the caller's graph holds one node per loop output whatever the
+number of steps.  The nodes, their derivatives and the output numbering are
+in ``tapead.scaly.control_rules``; their evaluation in
+``tapead.scaly.loops_lower``.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Sequence, Tuple
+
+import numpy as np
+
+from tapead.scaly import layout as lay
+from tapead.scaly import tracing
+from tapead.scaly.calls import _spec as _input_spec
+from tapead.scaly.calls import broadcast, window
+from tapead.scaly import control_batched, control_rules  # noqa: F401  (op table entries)
+from tapead.scaly.control_spec import LoopSpec
+from tapead.scaly.errors import LayoutError, ScalyShapeError
+from tapead.scaly.expr import Expr, as_expr, const, make_node
+from tapead.scaly.types import TensorType, dtypes
+
+
+def _check_function(fn, what: str):
+    from tapead.scaly.function import Function
+    if not isinstance(fn, Function):
+        raise TypeError(f"{what} must be an sc.Function (made with @sc.function), got {fn!r}")
+    return fn
+
+
+def _count(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{what} must be a non-negative int, got {value!r}")
+    return int(value)
+
+
+def _leaf_types(layouts) -> List[TensorType]:
+    return [leaf.type for leaf in lay.leaves(layouts)]
+
+
+def _as_typed(value: Any, ttype: TensorType, what: str) -> Expr:
+    """``value`` as an expression of type ``ttype`` (numbers are converted)."""
+    if isinstance(value, Expr):
+        e = value
+    else:
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "biuf":
+            raise LayoutError(f"{what}: expected a number, an array or an sc.Expr, got "
+                              f"{type(value).__name__}")
+        with np.errstate(all="ignore"):
+            converted = arr.astype(ttype.dtype)
+            same = np.array_equal(converted.astype(arr.dtype), arr)
+        if not same:
+            raise LayoutError(f"{what} is {ttype.dtype_name}, and {value!r} would change in "
+                              f"the conversion; pass a {ttype.dtype_name} value")
+        e = const(converted)
+    if e.shape != ttype.shape:
+        raise ScalyShapeError(f"{what} is declared with shape {ttype.shape}, got shape "
+                              f"{e.shape}")
+    if e.dtype != ttype.dtype:
+        raise LayoutError(f"{what} is declared {ttype.dtype_name}, got "
+                          f"{e.type.dtype_name}")
+    return e
+
+
+def _carries(fn, init, where: str) -> Tuple[List[Any], List[Expr], bool]:
+    """(carry parameter layouts, carry leaf expressions, init was a tuple)."""
+    entries = list(init) if isinstance(init, tuple) else [init]
+    if len(fn.params) < len(entries):
+        raise LayoutError(f"{where}: {len(entries)} carries but {fn.name} has only "
+                          f"{len(fn.params)} parameter(s); declare one parameter per carry")
+    layouts = fn.params[:len(entries)]
+    flat = lay.flatten(layouts, entries, f"{where} (its carries)")
+    leaves = lay.leaves(layouts)
+    exprs = [_as_typed(v, leaf.type, f"{where}: carry '{leaf.name}'")
+             for v, leaf in zip(flat, leaves)]
+    return layouts, exprs, isinstance(init, tuple)
+
+
+def _index_param(fn, pos: int, where: str) -> None:
+    if len(fn.params) <= pos or not isinstance(fn.params[pos], lay.Leaf) or \
+            fn.params[pos].type != TensorType((), dtypes.int64):
+        raise LayoutError(f"{where}: index=True passes the step number, an int64 scalar, "
+                          f"after the carries; declare parameter {pos} of {fn.name} as "
+                          "sc.arg(name, sc.TensorType((), sc.dtypes.int64))")
+
+
+def _check_next_carries(fn, carry_layouts, where: str) -> List[Any]:
+    """The items of ``fn``'s outputs after the next carries (which must keep the
+    carries' shapes and dtypes)."""
+    out = fn.output_layout
+    items = [out] if isinstance(out, lay.Leaf) else list(out.items)
+    m = len(carry_layouts)
+    if len(items) < m:
+        raise LayoutError(f"{where}: {fn.name} must return its {m} next carr"
+                          f"{'y' if m == 1 else 'ies'} first, but it returns {len(items)} "
+                          "result(s)")
+    for k, (carry, result) in enumerate(zip(carry_layouts, items[:m])):
+        cl, rl = lay.leaves([carry]), lay.leaves([result])
+        if len(cl) != len(rl):
+            raise LayoutError(f"{where}: result {k} of {fn.name} must have the structure "
+                              f"of carry {carry!r} ({len(cl)} leaves), got {len(rl)} leaves")
+        for c, r in zip(cl, rl):
+            if c.type.shape != r.type.shape:
+                raise ScalyShapeError(
+                    f"{where}: carry '{c.name}' has shape {c.type.shape}, but {fn.name} "
+                    f"returns its next value '{r.name}' with shape {r.type.shape}; a "
+                    "carry keeps its shape through the loop")
+            if c.type.dtype != r.type.dtype:
+                raise LayoutError(
+                    f"{where}: carry '{c.name}' is {c.type.dtype_name}, but {fn.name} "
+                    f"returns its next value '{r.name}' as {r.type.dtype_name}; a carry "
+                    "keeps its dtype through the loop")
+    return items[m:]
+
+
+def _in_place(spec_value, fn, carry_layouts, where: str) -> Tuple[tuple, tuple]:
+    """(the request as given, the carries it names)."""
+    if spec_value is None:
+        return (), ()
+    items = spec_value if isinstance(spec_value, (tuple, list)) else (spec_value,)
+    carry_names = [leaf.name for leaf in lay.leaves(carry_layouts)]
+    strict = []
+    for item in items:
+        if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+            if not 0 <= item < len(carry_layouts):
+                raise ValueError(f"{where}: in_place={item!r} is not a carry position (there "
+                                 f"are {len(carry_layouts)} carries)")
+            strict.append(int(item))
+        elif isinstance(item, str):
+            if item not in fn.input_names:
+                raise ValueError(f"{where}: in_place names {item!r}, which is not an input "
+                                 f"of {fn.name} ({', '.join(fn.input_names)})")
+            if item in carry_names:
+                strict.append(item)
+        else:
+            raise TypeError(f"{where}: in_place takes carry positions (int) and input names "
+                            f"(str), got {item!r}")
+    return tuple(items), tuple(strict)
+
+
+def _results(spec: LoopSpec, operands: List[Expr]) -> List[Expr]:
+    """The output nodes, evaluated right away when no operand depends on an
+    input and no Function is being traced (numbers in, numbers out)."""
+    nodes = spec.nodes(operands)
+    if all(o.op == "const" for o in operands) and not tracing.tracing():
+        from tapead.scaly.loops_lower import run
+        values = run(spec, [o.attrs["value"] for o in operands])
+        return [const(np.asarray(v, dtype=t.dtype)) for v, t in
+                zip(values[:spec.traj_offset], spec.out_types)]
+    return nodes
+
+
+def _numbers(x):
+    """Results on constant operands are numbers (numpy), like ``sc.vmap``'s."""
+    if isinstance(x, Expr) and x.op == "const":
+        return x.attrs["value"].copy()[()] if x.ndim == 0 else x.attrs["value"].copy()
+    return x
+
+
+def _pack(layouts, leaves: List[Expr]) -> List[Any]:
+    return [_tree_map(v) for v in lay.unflatten(layouts, leaves)]
+
+
+def _tree_map(v):
+    if isinstance(v, tuple):
+        return tuple(_tree_map(x) for x in v)
+    return _numbers(v)
+
+
+# ---------------------------------------------------------------------------
+# sc.scan
+# ---------------------------------------------------------------------------
+
+def scan(body, init, xs=(), length=None, index=False, reverse=False, trip=None,
+         in_place=None, max_trajectory=None, checkpoints=None):
+    """Thread a carry through ``length`` calls of ``body``, stacking its outputs.
+
+    Parameters
+    ----------
+    body : sc.Function
+        Parameters: the carries (one per entry of ``init``), then with
+        ``index=True`` an int64 scalar step number, then one per entry of
+        ``xs``.  Returns the next carries (same shapes and dtypes) followed
+        by any per-step outputs.
+    init : expression, number or tuple
+        The initial carry; a tuple gives several carries (each may be a
+        nested tuple matching a group parameter).
+    xs : sequence
+        One entry per further parameter: an expression whose leading axis
+        indexes the steps (shape ``(length,) + parameter shape``),
+        ``sc.broadcast(p)`` (the whole ``p`` at every step) or
+        ``sc.window(outer, start, stride)`` (step ``k`` reads the
+        parameter's size of elements of the flat ``outer`` from
+        ``start + k * stride``).
+    length : int
+        The number of steps (a static int; 0 is allowed).
+    index : bool
+        Pass the step number after the carries.
+    reverse : bool
+        Run the steps in descending order; step ``k`` still reads slice
+        ``k`` and writes stacked output ``k``.
+    trip : int64 scalar expression, optional
+        A run-time step count, clamped to ``[0, length]``; unused stacked
+        entries are zero (a reverse scan starts at the clamped count minus one).
+    in_place : int, str or sequence, optional
+        Carry positions or input names to update in place (checked; a carry
+        named here cannot be differentiated in reverse mode).
+    max_trajectory : int, optional
+        The most scalar carry elements (``length`` times the carries' size)
+        reverse mode may store for this loop; more raises ValueError.
+    checkpoints : int, optional
+        Reverse mode stores at most this many carries (revolve snapshots,
+        the initial carry included) and recomputes the other steps, instead
+        of storing the whole trajectory.  Derivatives of that reverse pass
+        (Hessians) store the trajectory.
+
+    Returns
+    -------
+    (final, stacked)
+        ``final`` is laid out like ``init``; ``stacked`` is a tuple with one
+        entry per per-step output of ``body``, shape ``(length,) + shape``.
+
+    >>> import tapead.scaly as sc
+    >>> @sc.function(sc.arg("s", ()), sc.arg("u", ()))
+    ... def step(s, u):
+    ...     return s + u, s * u
+    >>> @sc.function(sc.arg("u", 3), outputs=sc.group(sc.arg("s", ()), sc.arg("p", 3)))
+    ... def run(u):
+    ...     s, (p,) = sc.scan(step, sc.const(0.0), (u,), length=3)
+    ...     return s, p
+    >>> run([1.0, 2.0, 3.0])
+    (np.float64(6.0), array([0., 2., 9.]))
+    """
+    body = _check_function(body, "sc.scan's body")
+    where = f"sc.scan({body.name})"
+    xs = list(xs) if isinstance(xs, (tuple, list)) else [xs]
+    carry_layouts, carries, was_tuple = _carries(body, init, where)
+    m, n_idx = len(carry_layouts), 1 if index else 0
+    if index:
+        _index_param(body, m, where)
+    if len(body.params) != m + n_idx + len(xs):
+        raise LayoutError(
+            f"{where}: {body.name} has {len(body.params)} parameters, but the scan passes "
+            f"{m} carr{'y' if m == 1 else 'ies'}{', the step number' if index else ''} and "
+            f"{len(xs)} input(s) from xs; give one xs entry per remaining parameter")
+    x_params = body.params[m + n_idx:]
+    for p in x_params:
+        if not isinstance(p, lay.Leaf):
+            raise LayoutError(f"{where}: the parameters fed by xs must be single tensors, "
+                              f"got the group {p!r}")
+    if length is None:
+        sliced = [e for e in xs if not isinstance(e, (broadcast, window))]
+        if not sliced:
+            raise ValueError(f"{where}: give length= (no xs entry has a leading step axis)")
+        length = as_expr(sliced[0]).shape[0] if as_expr(sliced[0]).ndim else 0
+    length = _count(length, f"{where}: length")
+    operands_x, windows = [], []
+    for e, leaf in zip(xs, x_params):
+        if not isinstance(e, (broadcast, window)):
+            e = as_expr(e)
+            if e.ndim == 0 or e.size != length * leaf.type.size:
+                raise ScalyShapeError(
+                    f"{where}: the xs entry for '{leaf.name}' must have a leading axis of "
+                    f"{length} steps, shape {(length,) + leaf.type.shape}, got shape "
+                    f"{e.shape}; pass sc.broadcast(p) to give every step the whole of p")
+        expr, start, stride = _input_spec(e, leaf, length, where)
+        if expr.dtype != leaf.type.dtype and expr.op == "const" and np.can_cast(
+                expr.dtype, leaf.type.dtype, casting="same_kind"):
+            expr = const(expr.attrs["value"], leaf.type.dtype)
+        if expr.dtype != leaf.type.dtype:
+            raise LayoutError(f"{where}: input '{leaf.name}' is {leaf.type.dtype_name}, "
+                              f"got {expr.type.dtype_name}")
+        operands_x.append(expr)
+        windows.append((start, stride))
+    y_items = _check_next_carries(body, carry_layouts, where)
+    trip_ops = []
+    if trip is not None:
+        trip_ops = [_as_typed(trip, TensorType((), dtypes.int64), f"{where}: trip")]
+    if max_trajectory is not None:
+        max_trajectory = _count(max_trajectory, f"{where}: max_trajectory")
+    requested, strict = _in_place(in_place, body, carry_layouts, where)
+    if checkpoints is not None:
+        checkpoints = _count(checkpoints, f"{where}: checkpoints")
+        if checkpoints < 1:
+            raise ValueError(f"{where}: checkpoints counts the stored carries, the initial "
+                             "one included; give at least 1")
+    spec = LoopSpec("scan", body.name, body=body, carry_types=[c.type for c in carries],
+                    xs_types=[p.type for p in x_params], windows=windows,
+                    y_types=_leaf_types(y_items), length=length, index=index,
+                    reverse=reverse, has_trip=trip is not None,
+                    max_trajectory=max_trajectory, in_place=requested,
+                    strict_carries=strict, checkpoints=checkpoints)
+    nodes = _results(spec, carries + trip_ops + operands_x)
+    nc = spec.n_carry
+    final = _pack(carry_layouts, nodes[:nc])
+    stacked_layouts = [_stacked_layout(item, length) for item in y_items]
+    stacked = tuple(_pack(stacked_layouts, nodes[nc:spec.traj_offset]))
+    return (tuple(final) if was_tuple else final[0]), stacked
+
+
+def _stacked_layout(layout, length: int):
+    if isinstance(layout, lay.Leaf):
+        return lay.arg(layout.name, TensorType((length,) + layout.type.shape,
+                                               layout.type.dtype))
+    return lay.group(*(_stacked_layout(item, length) for item in layout.items))
+
+
+# ---------------------------------------------------------------------------
+# sc.while_loop
+# ---------------------------------------------------------------------------
+
+def while_loop(cond, body, init, max_iter=None, params=(), index=False, max_trajectory=None):
+    """Repeat ``body`` while ``cond`` holds, at most ``max_iter`` times.
+
+    Parameters
+    ----------
+    cond : sc.Function
+        Same parameters as ``body``; returns one bool scalar.  Checked before
+        each step.
+    body : sc.Function
+        Parameters: the carries, then with ``index=True`` the int64 step
+        number, then ``params``.  Returns only the next carries.
+    init : expression, number or tuple
+        The initial carries.
+    max_iter : int
+        The most steps (static); reaching it returns the current carry
+        without an error.
+    params : sequence
+        Expressions passed whole to every step.
+    index : bool
+        Pass the step number after the carries.
+    max_trajectory : int, optional
+        As for ``sc.scan``, counted over ``max_iter`` steps.
+
+    Returns
+    -------
+    (final, count)
+        ``final`` laid out like ``init``; ``count`` the int64 number of steps
+        executed (0 when ``cond`` is false at entry or ``max_iter=0``).
+    
+    Examples
+    --------
+    Newton's iteration for sqrt(a), and the number of steps it took:
+
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.arg("x", ()), sc.arg("a", ()),
+    ...              outputs=sc.arg("go", sc.TensorType((), sc.dtypes.bool_)))
+    ... def unsolved(x, a):
+    ...     return (x * x - a).abs() > 1e-12
+    >>> @sc.function(sc.arg("x", ()), sc.arg("a", ()))
+    ... def newton(x, a):
+    ...     return 0.5 * (x + a / x)
+    >>> @sc.function(sc.arg("a", ()), outputs=sc.group(
+    ...     sc.arg("root", ()), sc.arg("n", sc.TensorType((), sc.dtypes.int64))))
+    ... def root(a):
+    ...     return sc.while_loop(unsolved, newton, sc.const(1.0), max_iter=30, params=(a,))
+    >>> root(np.array(2.0))
+    (np.float64(1.414213562373095), np.int64(5))
+    """
+    cond = _check_function(cond, "sc.while_loop's condition")
+    body = _check_function(body, "sc.while_loop's body")
+    where = f"sc.while_loop({cond.name}, {body.name})"
+    if max_iter is None:
+        raise ValueError(f"{where}: give max_iter=, the most steps the loop may take")
+    max_iter = _count(max_iter, f"{where}: max_iter")
+    params = list(params) if isinstance(params, (tuple, list)) else [params]
+    carry_layouts, carries, was_tuple = _carries(body, init, where)
+    m, n_idx = len(carry_layouts), 1 if index else 0
+    if index:
+        _index_param(body, m, where)
+    for fn in (cond, body):
+        if len(fn.params) != m + n_idx + len(params):
+            raise LayoutError(
+                f"{where}: {fn.name} has {len(fn.params)} parameters, but the loop passes "
+                f"{m} carr{'y' if m == 1 else 'ies'}{', the step number' if index else ''} "
+                f"and {len(params)} parameter(s) from params=")
+    if _leaf_types(cond.params) != _leaf_types(body.params):
+        raise LayoutError(f"{where}: the condition and the body take the same inputs; "
+                          f"{cond.name} takes {cond!r}, {body.name} takes {body!r}")
+    if len(cond.outputs) != 1 or cond.outputs[0].type != TensorType((), dtypes.bool_):
+        raise LayoutError(f"{where}: the condition {cond.name} must return one bool scalar "
+                          "(declare outputs=sc.arg(name, sc.TensorType((), sc.dtypes.bool_)))")
+    rest = _check_next_carries(body, carry_layouts, where)
+    if rest:
+        raise LayoutError(f"{where}: the body {body.name} returns only its next carries; it "
+                          f"returns {len(rest)} more result(s)")
+    p_leaves = lay.leaves(body.params[m + n_idx:])
+    p_layouts = body.params[m + n_idx:]
+    flat = lay.flatten(p_layouts, params, f"{where} (its params)")
+    operands_p = [_as_typed(v, leaf.type, f"{where}: parameter '{leaf.name}'")
+                  for v, leaf in zip(flat, p_leaves)]
+    if max_trajectory is not None:
+        max_trajectory = _count(max_trajectory, f"{where}: max_trajectory")
+    spec = LoopSpec("while_loop", body.name, body=body, cond=cond,
+                    carry_types=[c.type for c in carries],
+                    xs_types=[leaf.type for leaf in p_leaves],
+                    windows=[(0, 0)] * len(p_leaves), length=max_iter, index=index,
+                    max_trajectory=max_trajectory)
+    nodes = _results(spec, carries + operands_p)
+    final = _pack(carry_layouts, nodes[:spec.n_carry])
+    return (tuple(final) if was_tuple else final[0]), _numbers(nodes[spec.n_carry])
+
+
+# ---------------------------------------------------------------------------
+# sc.cond
+# ---------------------------------------------------------------------------
+
+def _structure(layout) -> Any:
+    if isinstance(layout, lay.Leaf):
+        return "leaf"
+    return tuple(_structure(item) for item in layout.items)
+
+
+def cond(selector, branches, *operands):
+    """Call one of ``branches`` on ``operands``: only the selected one runs.
+
+    Parameters
+    ----------
+    selector : bool or int64 scalar expression
+        ``False`` selects ``branches[0]``, ``True`` ``branches[1]``; an int
+        selects ``branches[selector]``, clamped to the valid indices.  It has
+        no derivative.
+    branches : sequence of sc.Function
+        Same parameters; matching output structures, shapes and dtypes.
+    *operands
+        One per parameter of the branches.
+
+    Returns
+    -------
+    Expr or tuple
+        Laid out like the branches' outputs.
+    
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.arg("x", ()), outputs=sc.arg("y", ()))
+    ... def neg(x):
+    ...     return -x
+    >>> @sc.function(sc.arg("x", ()), outputs=sc.arg("y", ()))
+    ... def pos(x):
+    ...     return x
+    >>> @sc.function(sc.arg("x", ()), outputs=sc.arg("y", ()))
+    ... def absval(x):
+    ...     return sc.cond(x > 0.0, (neg, pos), x)
+    >>> absval(np.array(-3.0)), sc.gradient(absval, "y", "x")(np.array(-3.0))
+    (np.float64(3.0), np.float64(-1.0))
+    """
+    branches = list(branches) if isinstance(branches, (tuple, list)) else [branches]
+    if not branches:
+        raise ValueError("sc.cond needs at least one branch")
+    for k, fn in enumerate(branches):
+        _check_function(fn, f"sc.cond's branch {k}")
+    first = branches[0]
+    where = f"sc.cond({', '.join(f.name for f in branches)})"
+    if not isinstance(selector, Expr):
+        if isinstance(selector, (bool, np.bool_)):
+            selector = const(bool(selector))
+        else:
+            selector = const(np.int64(selector))
+    if selector.shape != () or selector.dtype not in (dtypes.bool_, dtypes.int64):
+        raise LayoutError(f"{where}: the selector must be a bool or int64 scalar, got "
+                          f"{selector.type.render()}")
+    for k, fn in enumerate(branches[1:], 1):
+        if _leaf_types(fn.params) != _leaf_types(first.params):
+            raise LayoutError(f"{where}: every branch takes the same operands; {fn.name} "
+                              f"takes {fn.params!r}, {first.name} takes {first.params!r}")
+        if _structure(fn.output_layout) != _structure(first.output_layout):
+            raise LayoutError(f"{where}: branch {k} ({fn.name}) returns the structure "
+                              f"{_structure(fn.output_layout)!r} but branch 0 "
+                              f"({first.name}) returns {_structure(first.output_layout)!r}; "
+                              "the branches must return matching tuple structures")
+        for a, b in zip(first.output_leaves, fn.output_leaves):
+            if a.type != b.type:
+                raise ScalyShapeError(
+                    f"{where}: output '{b.name}' of branch {k} ({fn.name}) is "
+                    f"{b.type.render()} but output '{a.name}' of branch 0 ({first.name}) is "
+                    f"{a.type.render()}; the branches must return matching shapes and dtypes")
+    if len(operands) != len(first.params):
+        raise LayoutError(f"{where}: the branches take {len(first.params)} operand(s), got "
+                          f"{len(operands)}")
+    flat = lay.flatten(first.params, operands, f"{where} (its operands)")
+    ops = [_as_typed(v, leaf.type, f"{where}: operand '{leaf.name}'")
+           for v, leaf in zip(flat, first.input_leaves)]
+    spec = LoopSpec("cond", first.name, branches=branches,
+                    xs_types=[leaf.type for leaf in first.input_leaves],
+                    out_types=[leaf.type for leaf in first.output_leaves])
+    nodes = _results(spec, [selector] + ops)
+    return _pack([first.output_layout], nodes)[0]
+
+
+# ---------------------------------------------------------------------------
+# sc.print
+# ---------------------------------------------------------------------------
+
+def print(fmt: str, x) -> Expr:  # noqa: A001  (Scaly's name)
+    """``x``, printed as ``fmt.format(x)`` whenever the program computes it.
+
+    In a loop body it prints once per executed step (not at all in a
+    zero-trip loop or an unselected branch).  Use the returned expression:
+    a print that no output of the traced Function reaches raises ValueError.
+
+    Parameters
+    ----------
+    fmt : str
+        A format with one ``{}`` for the value (numbers print in their
+        shortest form, ``1`` for 1.0; arrays as ``[1, 0.5]``).
+    x : expression, any shape
+
+    Returns
+    -------
+    Expr
+        ``x`` itself (same shape and dtype; its derivative is the identity).
+    
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.arg("x", ()))
+    ... def step(x):
+    ...     return sc.print("x={}", x) * 2.0
+    >>> @sc.function(sc.arg("x0", ()), outputs=sc.arg("y", ()))
+    ... def twice(x0):
+    ...     return sc.scan(step, x0, length=2)[0]
+    >>> twice(np.array(1.5))
+    x=1.5
+    x=3
+    np.float64(6.0)
+    """
+    if not isinstance(fmt, str):
+        raise TypeError(f"sc.print(fmt, x): fmt must be a str, got {fmt!r}")
+    node = make_node("print", [as_expr(x)], {"fmt": fmt})
+    tracing.record_print(node)
+    return node
+
+
+# ---------------------------------------------------------------------------
+# sc.custom_derivative
+# ---------------------------------------------------------------------------
+
+def _check_signature(fn, deriv, kind: str, extra: Sequence[TensorType],
+                     outs: Sequence[TensorType]) -> None:
+    want_in = [leaf.type for leaf in fn.input_leaves] + list(extra)
+    got_in = [leaf.type for leaf in deriv.input_leaves]
+    got_out = [leaf.type for leaf in deriv.output_leaves]
+    what = {"forward": "the inputs of {f} followed by one tangent per input",
+            "reverse": "the inputs of {f} followed by one adjoint per output"}[kind]
+    res = {"forward": "one tangent per output of {f}",
+           "reverse": "one adjoint per input of {f}"}[kind]
+    if got_in != want_in:
+        raise LayoutError(f"sc.custom_derivative({fn.name}): the {kind} Function "
+                          f"{deriv.name} must take {what.format(f=fn.name)} "
+                          f"({', '.join(t.render() for t in want_in)}), got "
+                          f"({', '.join(t.render() for t in got_in)})")
+    if got_out != list(outs):
+        raise LayoutError(f"sc.custom_derivative({fn.name}): the {kind} Function "
+                          f"{deriv.name} must return {res.format(f=fn.name)} "
+                          f"({', '.join(t.render() for t in outs)}), got "
+                          f"({', '.join(t.render() for t in got_out)})")
+
+
+def custom_derivative(fn, forward=None, reverse=None):
+    """``fn`` with derivatives supplied by other Functions.
+
+    Parameters
+    ----------
+    fn : sc.Function
+    forward : sc.Function, optional
+        Takes ``fn``'s inputs followed by one tangent per input leaf; returns
+        one tangent per output leaf.  Without it forward mode differentiates
+        ``fn``'s graph.
+    reverse : sc.Function, optional
+        Takes ``fn``'s inputs followed by one adjoint per output leaf; returns
+        one adjoint per input leaf.  Without it reverse mode differentiates
+        ``fn``'s graph.
+
+    Returns
+    -------
+    sc.Function
+        Same name, inputs and outputs as ``fn``; evaluating it evaluates
+        ``fn``; its derivatives are the given Functions (differentiable
+        again, for higher orders).
+    
+    Examples
+    --------
+    >>> import numpy as np, tapead.scaly as sc
+    >>> @sc.function(sc.arg("x", ()), outputs=sc.arg("y", ()))
+    ... def cube(x):
+    ...     return x * x * x
+    >>> @sc.function(sc.arg("x", ()), sc.arg("g", ()), outputs=sc.arg("gx", ()))
+    ... def cube_reverse(x, g):
+    ...     return 3.0 * x * x * g
+    >>> fast = sc.custom_derivative(cube, reverse=cube_reverse)
+    >>> fast(np.array(2.0)), sc.gradient(fast, "y", "x")(np.array(2.0))
+    (np.float64(8.0), np.float64(12.0))
+    """
+    from tapead.scaly.function import Function
+    fn = _check_function(fn, "sc.custom_derivative's function")
+    ins = [leaf.type for leaf in fn.input_leaves]
+    outs = [leaf.type for leaf in fn.output_leaves]
+    if forward is not None:
+        _check_signature(fn, _check_function(forward, "forward"), "forward", ins, outs)
+    if reverse is not None:
+        _check_signature(fn, _check_function(reverse, "reverse"), "reverse", outs, ins)
+    spec = LoopSpec("custom_call", fn.name, body=fn, xs_types=ins, out_types=outs,
+                    forward=forward, reverse_fn=reverse)
+    nodes = spec.nodes(fn.inputs)
+    return Function(fn.name, fn.params, fn.output_layout, fn.inputs, nodes, fn.style)
+
+
+__all__ = ["scan", "while_loop", "cond", "print", "custom_derivative", "broadcast", "window"]

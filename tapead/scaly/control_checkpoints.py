@@ -1,0 +1,101 @@
+"""Reverse mode through ``sc.scan(..., checkpoints=s)``: revolve instead of a
+stored trajectory.
+
+The backward loop of a checkpointed scan does not read the primal
+trajectory.  Its node takes the primal's initial carries instead, and its
+evaluation (``tapead.scaly.loops_lower.run_checkpointed``) runs the primal
+steps and the backward steps under the binomial schedule of
+``tapead.checkpointing`` (Griewank & Walther's revolve), holding at most
+``s`` carries at a time and recomputing the others.
+
+That node stands for the ordinary backward loop (the *equivalent* spec) with
+the primal trajectory as its input; its own derivatives (forward over
+reverse for Hessians, reverse over reverse) are those of the equivalent
+loop, which reads the stored trajectory: higher derivatives store it.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from tapead.scaly.control_spec import LoopSpec
+from tapead.scaly.expr import Expr
+
+
+def checkpointed_spec(spec, backward: LoopSpec) -> LoopSpec:
+    """The checkpointed variant of ``backward``, the backward loop of ``spec``."""
+    cached = spec._derived.get("vjp_checkpointed")
+    if cached is not None:
+        return cached
+    new = LoopSpec("scan", backward.name, body=backward.body,
+                   carry_types=backward.carry_types, xs_types=backward.xs_types,
+                   windows=backward.windows, y_types=backward.y_types,
+                   length=backward.length, index=backward.index,
+                   reverse=backward.reverse, has_trip=backward.has_trip,
+                   checkpoints=spec.checkpoints)
+    new.recompute, new.equivalent = spec, backward
+    spec._derived["vjp_checkpointed"] = new
+    return new
+
+
+def _parts(node: Expr):
+    """(equivalent node, primal operands, trajectory nodes, position of the
+    first initial carry) of a checkpointed backward node."""
+    spec = node.attrs["spec"]
+    primal = spec.recompute
+    ops = list(node.operands)
+    pos = spec.n_carry + (1 if spec.has_trip else 0)
+    nc = primal.n_carry
+    init, rest = ops[pos:pos + nc], ops[pos + nc:]
+    trip = ops[spec.n_carry:pos] if primal.has_trip else []
+    primal_ops = init + trip + rest[:len(primal.xs_types)]
+    traj = primal.nodes(primal_ops)[primal.traj_offset:primal.traj_offset + nc]
+    equivalent = spec.equivalent.nodes(ops[:pos] + traj + rest)[node.attrs["output"]]
+    return equivalent, primal_ops, traj, pos
+
+
+def _primal_tangents(node: Expr, ts, pos: int) -> list:
+    spec = node.attrs["spec"]
+    primal = spec.recompute
+    nc = primal.n_carry
+    trip = ts[spec.n_carry:pos] if primal.has_trip else []
+    return list(ts[pos:pos + nc]) + list(trip) + list(ts[pos + nc:pos + nc +
+                                                         len(primal.xs_types)])
+
+
+def checkpointed_jvp(ts, node: Expr, rule, *k) -> Optional[Expr]:
+    """``rule`` (the forward rule of loops, batched with ``k``) on the
+    equivalent node; the trajectory's tangents come from the primal's rule."""
+    equivalent, primal_ops, traj, pos = _parts(node)
+    pts = _primal_tangents(node, ts, pos)
+    nc = len(traj)
+    t_traj = [None if all(t is None for t in pts) else rule(pts, tr, *k) for tr in traj]
+    equiv_ts = list(ts[:pos]) + t_traj + list(ts[pos + nc:])
+    if all(t is None for t in equiv_ts):
+        return None
+    return rule(equiv_ts, equivalent, *k)
+
+
+def checkpointed_vjp(gs, node: Expr, rule) -> List[Optional[Expr]]:
+    """``rule`` (the grouped reverse rule of loops, ``gs``: output number ->
+    adjoint) on the equivalent node, with the trajectory's adjoints sent on to
+    the primal's operands (one backward pass of the primal for all of them)."""
+    equivalent, primal_ops, traj, pos = _parts(node)
+    spec = node.attrs["spec"]
+    primal = spec.recompute
+    nc = len(traj)
+    c = rule(gs, equivalent)
+    out: List[Optional[Expr]] = list(c[:pos]) + [None] * nc + list(c[pos + nc:])
+    trip = 1 if primal.has_trip else 0
+    # primal operand i -> position in this node's operands
+    where = ([pos + j for j in range(nc)] + ([spec.n_carry] if trip else [])
+             + [pos + nc + j for j in range(len(primal_ops) - nc - trip)])
+    traj_gs = {primal.traj_offset + j: c[pos + j] for j in range(nc) if c[pos + j] is not None}
+    if traj_gs:
+        for i, contribution in enumerate(rule(traj_gs, traj[0])):
+            if contribution is not None:
+                at = where[i]
+                out[at] = contribution if out[at] is None else out[at] + contribution
+    return out
+
+
+__all__: Tuple[str, ...] = ("checkpointed_spec", "checkpointed_jvp", "checkpointed_vjp")

@@ -1,0 +1,535 @@
+"""Evaluating loops, branches, custom calls and prints on the tape.
+
+A loop node of the expression graph (``expr.scan``, ``expr.while_loop``,
+``expr.cond``, ``expr.custom_call``; see ``tapead.scaly.control``) has one
+node per output, all sharing a ``LoopSpec``.  Lowering records them as one
+object node of the tape (``scaly_loop``: runs the whole loop, returning a
+``LoopResult``) followed by one ``scaly_loop_pick`` node per output used, so
+the loop runs once however many of its outputs the program reads.  The
+tape's re-evaluation (``Tape.evaluate``) calls ``scaly_loop`` again, which
+runs the body once per executed step: a scan whose body is float64 values
+and array ops that ``tapead.scaly.scalarize`` can rewrite as scalar
+operations runs its steps in C on that scalar tape (``_core.scalar_scan``,
+no Python per step), and so does such a while loop whose condition is one
+comparison of two float scalars (``_core.scalar_while``); any other body is stepped from Python, one
+``Tape.evaluate`` of its own tape per step (``Stepper``; no tracing, no
+argument checks).
+
+The trajectory (the carries entering each step) is stored only when an
+output of the program reads it, which is what reverse mode asks for.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Set, Tuple
+
+import numpy as np
+
+from tapead import _core
+from tapead import patterns as _patterns
+from tapead._prims.base import Primitive
+from tapead.scaly.expr import Expr, topo_order
+from tapead.scaly.lower import LOWERINGS
+
+
+class LoopResult:
+    """Every output value of one evaluation of a loop node (opaque to the tape)."""
+
+    __slots__ = ("values",)
+    shape = ()                          # what the tape's bookkeeping asks of a value
+    dtype = np.dtype(object)
+    nbytes = 0
+
+    def __init__(self, values: List[Any]):
+        self.values = values
+
+
+# ---------------------------------------------------------------------------
+# running a loop on numbers
+# ---------------------------------------------------------------------------
+
+def _arr(value: Any, ttype) -> np.ndarray:
+    return np.asarray(_core.concrete(value), dtype=ttype.dtype).reshape(ttype.shape)
+
+
+def _exact(value: Any) -> Any:
+    """A value in the kind a body's tape takes without conversion: a float for
+    a float64 scalar, else an ndarray."""
+    if type(value) is float:
+        return value
+    a = np.asarray(value)
+    return float(a) if a.ndim == 0 and a.dtype == np.float64 else a
+
+
+class Stepper:
+    """Calls one Function once per step with as little work as possible.
+
+    Once the Function has a lowered program, a step is one ``Tape.evaluate``
+    of its tape on the values as they are (floats and arrays of the declared
+    kinds); an argument of another kind falls back to ``Function.evaluate``,
+    which converts and checks.
+    """
+
+    __slots__ = ("fn", "_prog", "_consts")
+
+    def __init__(self, fn):
+        self.fn, self._prog, self._consts = fn, None, None
+
+    def __call__(self, args: List[Any]) -> List[Any]:
+        prog = self._prog
+        if prog is None:
+            prog = self.fn._programs.get(True)
+            if prog is None or prog._fresh:
+                return [_exact(v) for v in self.fn.evaluate(args)]
+            self._prog = prog
+            self._consts = [None if on_tape else _exact(ref) for on_tape, ref in prog._slots]
+        with prog._lock:
+            raw = prog._evaluate(prog._tape_inputs(args) if prog._spread else args)
+        if raw is None:
+            return [_exact(v) for v in self.fn.evaluate(args)]
+        return [c if r is None else r for r, c in zip(raw, self._consts)]
+
+
+def _slice(flat: np.ndarray, leaf_type, start: int, stride: int, k: int) -> Any:
+    first = start + k * stride
+    if leaf_type.shape == () and flat.dtype == np.float64:
+        return float(flat[first])
+    return flat[first:first + leaf_type.size].reshape(leaf_type.shape)
+
+
+def _step_inputs(spec, carries, k, xs_flat) -> List[Any]:
+    args = list(carries)
+    if spec.index:
+        args.append(np.array(k, dtype=np.int64))
+    for flat, ttype, (start, stride) in zip(xs_flat, spec.xs_types, spec.windows):
+        args.append(_slice(flat, ttype, start, stride, k))
+    return args
+
+
+def _operands(values: Sequence[Any], types) -> List[np.ndarray]:
+    return [np.asarray(_core.concrete(v), dtype=t.dtype).reshape(-1)
+            for v, t in zip(values, types)]
+
+
+def run_checkpointed(spec, values: Sequence[Any]) -> List[Any]:
+    """A checkpointed backward loop (``tapead.scaly.control_checkpoints``):
+    the primal steps are recomputed from at most ``spec.checkpoints`` stored
+    carries (revolve) and reversed one by one, last executed step first."""
+    from tapead.checkpointing import reverse_with_checkpoints
+    primal, nb = spec.recompute, spec.n_carry
+    pos = nb + (1 if spec.has_trip else 0)
+    L = primal.length
+    trip = L if not spec.has_trip else int(np.clip(int(np.asarray(
+        _core.concrete(values[nb]))), 0, L))
+    init = [_exact(_arr(v, t)) for v, t in zip(values[pos:pos + primal.n_carry],
+                                                 primal.carry_types)]
+    rest = values[pos + primal.n_carry:]
+    flats = _operands(rest, spec.xs_types[primal.n_carry:])
+    windows = spec.windows[primal.n_carry:]
+    types = spec.xs_types[primal.n_carry:]
+    primal_flat = flats[:len(primal.xs_types)]
+    ys = [np.zeros((L,) + t.shape, t.dtype) for t in spec.y_types]
+    forward_body, backward_body = Stepper(primal.body), Stepper(spec.body)
+
+    def step_of(i: int) -> int:                 # the i-th executed step
+        return trip - 1 - i if primal.reverse else i
+
+    def forward_step(state, i):
+        return forward_body(_step_inputs(primal, state, step_of(i), primal_flat))[
+            :primal.n_carry]
+
+    def backward_step(state, i, adjoint):
+        k = step_of(i)
+        args = list(adjoint) + ([np.array(k, dtype=np.int64)] if spec.index else [])
+        args += list(state)
+        args += [_slice(f, t, start, stride, k)
+                 for f, t, (start, stride) in zip(flats, types, windows)]
+        outs = backward_body(args)
+        for j in range(len(ys)):
+            ys[j][k] = outs[nb + j]
+        return outs[:nb]
+
+    seed = [_exact(_arr(v, t)) for v, t in zip(values[:nb], spec.carry_types)]
+    _, adjoint, _ = reverse_with_checkpoints(forward_step, backward_step, init, trip,
+                                             max(1, spec.checkpoints), seed)
+    return ([np.asarray(a, dtype=t.dtype) for a, t in zip(adjoint, spec.carry_types)]
+            + ys + [None] * nb)
+
+
+def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
+    """All outputs of a scan: final carries, stacked outputs, trajectories."""
+    if spec.recompute is not None:
+        return run_checkpointed(spec, values)
+    nc, L = spec.n_carry, spec.length
+    carries = [_exact(_arr(v, t)) for v, t in zip(values[:nc], spec.carry_types)]
+    pos = nc
+    trip = L
+    if spec.has_trip:
+        trip = int(np.clip(int(np.asarray(_core.concrete(values[pos]))), 0, L))
+        pos += 1
+    xs_flat = _operands(values[pos:], spec.xs_types)
+    ys = [np.zeros((L,) + t.shape, t.dtype) for t in spec.y_types]
+    traj = ([np.zeros((L,) + t.shape, t.dtype) for t in spec.carry_types]
+            if want_traj else [None] * nc)
+    steps = range(trip - 1, -1, -1) if spec.reverse else range(trip)
+    step = Stepper(spec.body)
+    if trip > 0:
+        done = _scalar_steps(spec, carries, steps, xs_flat, ys, traj)
+        if done is not None:
+            carries, steps = done, ()
+    for k in steps:
+        if want_traj:
+            for j in range(nc):
+                traj[j][k] = carries[j]
+        outs = step(_step_inputs(spec, carries, k, xs_flat))
+        carries = outs[:nc]
+        for j in range(len(ys)):
+            ys[j][k] = outs[nc + j]
+    return [np.asarray(c, dtype=t.dtype) for c, t in zip(carries, spec.carry_types)] \
+        + ys + traj
+
+
+def _program_of(fn, values: List[float]) -> Any:
+    if fn._programs.get(True) is None:                  # record it once
+        fn.evaluate(values)
+    prog = fn._programs.get(True)
+    return None if prog is None or prog._spread else prog
+
+
+def _scalar_plan(spec) -> Any:
+    """The scan's body rewritten as scalar operations (``scalarize``; the step
+    number, if any, as a float), when every carry, per-step input and output
+    is float64; else None.  Built once per loop."""
+    if "scalar_plan" not in spec._derived:
+        plan = None
+        if all(t.dtype == np.float64 for t in spec.carry_types + spec.xs_types +
+               spec.y_types):
+            from tapead.scaly.scalarize import scalarize
+            index = [spec.body.inputs[spec.n_carry].id] if spec.index else []
+            plan = scalarize(spec.body, as_float=index)
+        spec._derived["scalar_plan"] = plan
+    return spec._derived["scalar_plan"]
+
+
+def _scalar_steps(spec, carries, steps, xs_flat, ys, traj) -> Any:
+    """Run ``steps`` of a scan in C (``_core.scalar_scan``) on its scalarized
+    body: the final carries, or None (nothing done) when the body cannot run
+    there (its tape has array or Python-ruled nodes)."""
+    fn = _scalar_plan(spec)
+    if fn is None:
+        return None
+    L = spec.length
+    carry = np.concatenate([np.ravel(c) for c in carries] + [np.zeros(0)]).astype(np.float64)
+    rows = np.arange(L, dtype=np.int64)
+    columns = [rows.astype(np.float64)] if spec.index else []     # the step number
+    for flat, t, (start, stride) in zip(xs_flat, spec.xs_types, spec.windows):
+        for i in range(t.size):
+            columns.append(flat[start + i + rows * stride] if L else np.zeros(0))
+    xs = (np.stack(columns, axis=1) if columns else np.zeros((L, 0))).astype(np.float64)
+    order = np.asarray(steps, dtype=np.intp)
+    prog = _program_of(fn, list(carry) + list(xs[order[0]]))    # recorded at step one
+    if prog is None:
+        return None
+    ny = sum(t.size for t in spec.y_types)
+    y = np.zeros((L, ny), dtype=np.float64)
+    keep = spec.n_carry > 0 and traj[0] is not None
+    t = np.zeros((L if keep else 0, carry.size), dtype=np.float64)
+    consts = [0.0 if on_tape else float(ref) for on_tape, ref in prog._slots]
+    with prog._lock:
+        try:
+            _core.scalar_scan(prog.tape, prog.tape.inputs, prog._ids, consts, carry,
+                              np.ascontiguousarray(xs), y, t, order)
+        except ValueError:
+            spec._derived["scalar_plan"] = None        # not all scalar: step from Python
+            return None
+    col = 0
+    for j, yt in enumerate(spec.y_types):
+        ys[j][order] = y[order, col:col + yt.size].reshape((len(order),) + yt.shape)
+        col += yt.size
+    out, col = [], 0
+    for j, ct in enumerate(spec.carry_types):
+        if keep:
+            traj[j][order] = t[order, col:col + ct.size].reshape((len(order),) + ct.shape)
+        value = carry[col:col + ct.size].reshape(ct.shape)
+        out.append(float(value) if ct.shape == () else value)
+        col += ct.size
+    return out
+
+
+_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def _while_plan(spec) -> Any:
+    """(scalarized body, scalarized sides of the condition, comparison) of a
+    while loop whose values are float64, whose condition is one comparison of
+    two float scalars and whose body ``scalarize`` rewrites; else None."""
+    if "while_plan" not in spec._derived:
+        plan = None
+        test = spec.cond.simplified_outputs()[0]
+        if not spec.index and test.op in _COMPARISONS and all(
+                o.shape == () and o.dtype == np.float64 for o in test.operands) and all(
+                t.dtype == np.float64 for t in spec.carry_types + spec.xs_types):
+            from tapead.scaly.control_spec import make_function
+            from tapead.scaly.scalarize import scalarize
+            sides = make_function(f"{spec.cond.name}_sides", spec.cond.inputs,
+                                  [("lhs", test.operands[0]), ("rhs", test.operands[1])])
+            body, cond = scalarize(spec.body), scalarize(sides)
+            if body is not None and cond is not None:
+                plan = (body, cond, test.op)
+        spec._derived["while_plan"] = plan
+    return spec._derived["while_plan"]
+
+
+def _scalar_while(spec, carries, xs_flat, traj) -> Any:
+    """Run a while loop in C (``_core.scalar_while``): (final carries, count),
+    or None (nothing done) when it cannot run there."""
+    plan = _while_plan(spec)
+    if plan is None:
+        return None
+    body, cond, comparison = plan
+    carry = np.concatenate([np.ravel(c) for c in carries] + [np.zeros(0)]).astype(np.float64)
+    params = np.concatenate([np.ravel(f) for f in xs_flat] + [np.zeros(0)]).astype(np.float64)
+    start = list(carry) + list(params)
+    bp, cp = _program_of(body, start), _program_of(cond, start)
+    if bp is None or cp is None:
+        return None
+    keep = spec.n_carry > 0 and traj[0] is not None
+    t = np.zeros((spec.length if keep else 0, carry.size), dtype=np.float64)
+    consts = [[0.0 if on_tape else float(ref) for on_tape, ref in p._slots] for p in (bp, cp)]
+    with bp._lock, cp._lock:
+        try:
+            count = _core.scalar_while(bp.tape, bp.tape.inputs, bp._ids, consts[0], cp.tape,
+                                       cp.tape.inputs, cp._ids, consts[1], comparison,
+                                       carry, params, t, spec.length)
+        except ValueError:
+            spec._derived["while_plan"] = None          # not all scalar: step from Python
+            return None
+    out, col = [], 0
+    for j, ct in enumerate(spec.carry_types):
+        if keep:
+            traj[j][:count] = t[:count, col:col + ct.size].reshape((count,) + ct.shape)
+        value = carry[col:col + ct.size].reshape(ct.shape)
+        out.append(float(value) if ct.shape == () else value)
+        col += ct.size
+    return out, count
+
+
+def run_while(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
+    """All outputs of a while loop: final carries, the count, trajectories."""
+    nc, L = spec.n_carry, spec.length
+    carries = [_exact(_arr(v, t)) for v, t in zip(values[:nc], spec.carry_types)]
+    xs_flat = _operands(values[nc:], spec.xs_types)
+    traj = ([np.zeros((L,) + t.shape, t.dtype) for t in spec.carry_types]
+            if want_traj else [None] * nc)
+    done = _scalar_while(spec, carries, xs_flat, traj) if L > 0 else None
+    if done is not None:
+        carries, count = done
+        return [np.asarray(c, dtype=t.dtype) for c, t in zip(carries, spec.carry_types)] \
+            + [np.int64(count)] + traj
+    count = 0
+    cond, step = Stepper(spec.cond), Stepper(spec.body)
+    while count < L:
+        args = _step_inputs(spec, carries, count, xs_flat)
+        if not bool(cond(args)[0]):
+            break
+        if want_traj:
+            for j in range(nc):
+                traj[j][count] = carries[j]
+        carries = step(args)
+        count += 1
+    return [np.asarray(c, dtype=t.dtype) for c, t in zip(carries, spec.carry_types)] \
+        + [np.int64(count)] + traj
+
+
+def branch_index(selector: Any, n: int) -> int:
+    """The branch a selector picks: a bool is 0 or 1, an int is clamped to [0, n)."""
+    s = np.asarray(_core.concrete(selector))
+    k = int(bool(s)) if s.dtype == np.bool_ else int(s)
+    return min(max(k, 0), n - 1)
+
+
+def run_cond(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
+    """The outputs of the selected branch (only that branch runs)."""
+    fn = spec.branches[branch_index(values[0], len(spec.branches))]
+    return list(fn.evaluate([_arr(v, t) for v, t in zip(values[1:], spec.xs_types)]))
+
+
+def run_custom(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
+    """The outputs of the Function whose derivative is custom."""
+    return list(spec.body.evaluate([_arr(v, t) for v, t in zip(values, spec.xs_types)]))
+
+
+RUNNERS = {"scan": run_scan, "while_loop": run_while, "cond": run_cond,
+           "custom_call": run_custom}
+
+
+def run(spec, values: Sequence[Any], want_traj: bool = False) -> List[Any]:
+    """Every output of ``spec``'s node at operand ``values`` (numbers)."""
+    return RUNNERS[spec.op](spec, values, want_traj)
+
+
+def _tape_result(value: Any) -> Any:
+    """A float64 scalar goes on the tape as a Python float (the C fast path)."""
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype == np.float64:
+        return float(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    return value
+
+
+def _loop_impl(*values, spec, want_traj):
+    return LoopResult(run(spec, values, want_traj))
+
+
+def _pick_impl(result, *operands, spec, output):
+    return _tape_result(result.values[output])
+
+
+#: runs a whole loop (or branch): its value is a LoopResult
+loop_p = Primitive("scaly_loop", _loop_impl, saves=())
+#: one output of a loop; the loop's operands are passed again only so that
+#: sparsity patterns can follow them
+pick_p = Primitive("scaly_loop_pick", _pick_impl, saves=())
+
+
+# ---------------------------------------------------------------------------
+# lowering: one tape node per loop, one per output used
+# ---------------------------------------------------------------------------
+
+def _loop_key(node: Expr) -> Tuple[int, Tuple[int, ...]]:
+    return (id(node.attrs["spec"]), tuple(o.id for o in node.operands))
+
+
+def _uses(program) -> Dict[Tuple, Set[int]]:
+    """Loop key -> the outputs of that loop the program reads (computed once)."""
+    uses = program.__dict__.get("_loop_uses")
+    if uses is None:
+        uses = {}
+        for node in topo_order(program.outputs):
+            if node.op in RUNNERS:
+                uses.setdefault(_loop_key(node), set()).add(node.attrs["output"])
+        program._loop_uses = uses
+    return uses
+
+
+def _placeholder(ttype) -> Any:
+    """A value of ``ttype`` away from special values (as sparsity's inputs)."""
+    if ttype.dtype != np.float64:
+        return np.ones(ttype.shape, ttype.dtype)
+    k = np.arange(1, ttype.size + 1, dtype=np.float64)
+    return (0.5 + 0.25 * np.sin(k)).reshape(ttype.shape)
+
+
+def _structure_impl(*values, spec, want_traj):
+    """What a loop records when a program is lowered only for its structure
+    (sparsity patterns): placeholders of the output types, nothing runs."""
+    return LoopResult([_placeholder(t) for t in spec.out_types])
+
+
+#: a loop in a program lowered for its structure only (placeholder outputs)
+structure_p = Primitive("scaly_loop", _structure_impl, saves=())
+
+
+def _for_structure(program) -> bool:
+    """Whether ``program`` is lowered for tape analyses only (sparsity
+    patterns), never evaluated: loops need not run, prints stay silent."""
+    return not program._elementwise_ops
+
+
+def lower_loop(program, node: Expr, args: List[Any]) -> Any:
+    """``LOWERINGS`` entry of every loop op: run the loop once per program."""
+    spec = node.attrs["spec"]
+    key = _loop_key(node)
+    memo = program.__dict__.setdefault("_loop_memo", {})
+    result = memo.get(key)
+    if result is None:
+        wanted = _uses(program).get(key, {node.attrs["output"]})
+        want_traj = any(k >= spec.traj_offset for k in wanted)
+        prim = structure_p if _for_structure(program) else loop_p
+        if any(isinstance(a, _core.Box) for a in args):
+            result = _core.bind(prim, *args, spec=spec, want_traj=want_traj)
+        else:
+            result = prim.impl(*args, spec=spec, want_traj=want_traj)
+        memo[key] = result
+    if isinstance(result, LoopResult):
+        return _tape_result(result.values[node.attrs["output"]])
+    return _core.bind(pick_p, result, *args, spec=spec, output=node.attrs["output"])
+
+
+for _op in RUNNERS:
+    LOWERINGS[_op] = lower_loop
+
+
+def eval_fn(*values, spec, output, **display):
+    """The op table's ``fn`` of loop nodes (one output, evaluated on its own)."""
+    want = output >= spec.traj_offset
+    return run(spec, [_core.concrete(v) for v in values], want)[output]
+
+
+# ---------------------------------------------------------------------------
+# sc.print
+# ---------------------------------------------------------------------------
+
+def format_value(value: Any) -> str:
+    """How ``sc.print`` shows a value: ``1`` for 1.0, ``0.5``, ``[1, 2.5]``."""
+    a = np.asarray(_core.concrete(value))
+    if a.ndim == 0:
+        v = a.item()
+        if isinstance(v, float):
+            return str(int(v)) if v.is_integer() and abs(v) < 1e15 else repr(v)
+        return str(v)
+    if a.ndim == 1:
+        return "[" + ", ".join(format_value(v) for v in a) + "]"
+    return "[" + ", ".join(format_value(row) for row in a) + "]"
+
+
+def _print_impl(x, fmt):
+    print(fmt.format(format_value(x)))
+    return x
+
+
+#: prints its operand when the program computes it, and returns it
+print_p = Primitive("scaly_print", _print_impl, saves=())
+
+
+def print_fn(x, fmt):
+    """The op table's ``fn`` of ``expr.print``."""
+    if isinstance(x, _core.Box):
+        return _core.bind(print_p, x, fmt=fmt)
+    return _print_impl(x, fmt)
+
+
+def lower_print(program, node: Expr, args: List[Any]) -> Any:
+    """A print prints when the program runs, not when it is analysed."""
+    return args[0] if _for_structure(program) else print_fn(args[0], **node.attrs)
+
+
+LOWERINGS["print"] = lower_print
+
+
+# ---------------------------------------------------------------------------
+# sparsity patterns on the tape
+# ---------------------------------------------------------------------------
+
+def _pick_sparsity(rec, pats, shapes, out_shape, N):
+    """A scan output's pattern propagated step by step
+    (``tapead.scaly.loop_patterns``); a branch output's is the union over
+    branches of what each branch reads; any other loop output depends on
+    everything its operands do (a superset)."""
+    from tapead.scaly import loop_patterns
+    spec, k = rec.params["spec"], rec.params["output"]
+    operand_pats = pats[1:]
+    size = int(np.prod(out_shape, dtype=np.int64))
+    if loop_patterns.supported(spec):
+        return loop_patterns.scan_patterns(spec, operand_pats, N)[k]
+    if spec.op == "cond":
+        import scipy.sparse as sp
+        out = sp.csr_array((size, N))
+        for j, P in enumerate(spec.branch_patterns(k)):
+            if P is not None and operand_pats[1 + j] is not None:
+                out = out + sp.csr_array(P, dtype=float) @ operand_pats[1 + j]
+        return out
+    return _patterns._dense_rule(rec, operand_pats, shapes[1:], out_shape, N)
+
+
+_patterns.SPARSITY_RULES["scaly_loop"] = _patterns._zero_rule
+_patterns.SPARSITY_RULES["scaly_loop_pick"] = _pick_sparsity
