@@ -15,7 +15,8 @@ import scipy.special as sps
 from tapead import _core
 from tapead._core import Box, concrete
 from tapead._core import apply_binary as binary, apply_unary as unary
-from tapead._prims.base import Primitive, ShapeOnly
+from tapead import patterns
+from tapead._prims.base import (BROADCAST, Primitive, ShapeOnly, defelementwise, defzero)
 
 OP = _core.OPCODES
 
@@ -89,6 +90,8 @@ def _unary(name, npfunc, d, saves=None, ufunc=None):
     else:
         prim.defvjp(lambda g, ans, x: g * d(x, ans))
     prim.defjvp(lambda t, ans, x: t * d(x, ans))
+    defelementwise(prim)
+    prim.partial = d          # d(x, ans), the local derivative (tapead.scaly derives from it)
     if opcode >= 0:
         UNARY[opcode] = prim
 
@@ -133,6 +136,7 @@ def _partner(name, npfunc, sign):
     prim.defvjp(lambda g, ans, x, s: g * (sign * s), lambda g, ans, x, s: None)
     prim.defjvp(lambda t, ans, x, s: t * (sign * s), lambda t, ans, x, s: None)
     prim.nondiff_args = frozenset([1])
+    defelementwise(prim, args=(0,))          # s is a hint: no dependence through it
     return prim
 
 
@@ -159,6 +163,7 @@ negative = _unary("neg", np.negative, lambda x, a: -1.0, saves=(), ufunc=np.nega
 positive = _unary("pos", np.positive, lambda x, a: 1.0, saves=(), ufunc=np.positive)
 absolute = _unary("abs", np.abs, lambda x, a: np.sign(concrete(x)), ufunc=np.absolute)
 sign = _unary("sign", np.sign, lambda x, a: 0.0 * a, saves=(), ufunc=np.sign)
+sign.prim.defsparsity(patterns.ZERO)         # piecewise constant: no dependence
 relu = _unary("relu", lambda x: np.maximum(x, 0), lambda x, a: _mask(concrete(x) > 0, x))
 sin = _unary("sin", np.sin, lambda x, a: _cos_given_sin(x, a), ufunc=np.sin)
 cos = _unary("cos", np.cos, lambda x, a: -_sin_given_cos(x, a), ufunc=np.cos)
@@ -200,6 +205,7 @@ def _binary(name, npfunc, dx, dy, saves=None, ufunc=None):
                 lambda g, ans, x, y: unbroadcast(y, g * dy(x, y, ans)))
     prim.defjvp(lambda t, ans, x, y: t * dx(x, y, ans),
                 lambda t, ans, x, y: t * dy(x, y, ans))
+    defelementwise(prim)
     BINARY[opcode] = prim
 
     def func(x, y):
@@ -276,6 +282,7 @@ def _times(g, v):
 
 multiply.prim.defvjp(lambda g, ans, x, y: unbroadcast(x, _times(g, y)),
                      lambda g, ans, x, y: unbroadcast(y, _times(g, x)))
+multiply.prim.defsparsity(patterns.PRODUCT)  # a constant factor's zeros cut the dependence
 
 arctan2 = _binary("arctan2", np.arctan2, lambda x, y, a: y / (x * x + y * y),
                   lambda x, y, a: -x / (x * x + y * y), ufunc=np.arctan2)
@@ -288,12 +295,16 @@ hypot = _binary("hypot", np.hypot, lambda x, y, a: x / a, lambda x, y, a: y / a,
 # ---------------------------------------------------------------------------
 
 where_p = Primitive("where", np.where, saves=(0,), elementwise=True)
+# the branch not taken gets 0, not 0 * g: an inf or nan there (d/dx x**(y-1) at
+# x = 0 under pow's y == 0 convention) must not leak through as 0 * inf = nan
 where_p.defvjp(None,
-               lambda g, ans, c, x, y: unbroadcast(x, where(c, g, 0.0 * g)),
-               lambda g, ans, c, x, y: unbroadcast(y, where(c, 0.0 * g, g)))
+               lambda g, ans, c, x, y: unbroadcast(x, where(c, g, 0.0)),
+               lambda g, ans, c, x, y: unbroadcast(y, where(c, 0.0, g)))
 where_p.defjvp(None,
-               lambda t, ans, c, x, y: where(c, t, 0.0 * t),
-               lambda t, ans, c, x, y: where(c, 0.0 * t, t))
+               lambda t, ans, c, x, y: where(c, t, 0.0),
+               lambda t, ans, c, x, y: where(c, 0.0, t))
+where_p.defbatched(BROADCAST)
+where_p.defsparsity(patterns.WHERE)          # x's element where c holds, y's elsewhere
 
 
 def where(cond, x, y):
@@ -367,6 +378,7 @@ stop_gradient_p = Primitive("stop_gradient", lambda x: np.array(x, copy=True)
                             if isinstance(x, np.ndarray) else x, saves=())
 stop_gradient_p.defvjp(lambda g, ans, x: None)
 stop_gradient_p.defjvp(lambda t, ans, x: None)
+defzero(stop_gradient_p)
 
 
 def stop_gradient(x):
@@ -418,6 +430,8 @@ def _astype_jvp(t, ans, x, dtype):
 
 astype_p.defvjp(_astype_vjp)
 astype_p.defjvp(_astype_jvp)
+astype_p.defbatched(BROADCAST)
+astype_p.defsparsity(patterns.astype_rule)   # none to integer/bool dtypes
 
 
 def astype(x, dtype, copy=True):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from tapead._core import Box, bind, concrete, guard_value
+from tapead import patterns
 from tapead._prims.base import Primitive
 
 
@@ -28,8 +29,9 @@ permute_p = Primitive("permute_along_axis",
                       lambda x, perm, axis: np.take_along_axis(x, perm, axis=axis),
                       saves=(), linear=True)
 permute_p.defvjp(lambda g, ans, x, perm, axis: permute(g, _inverse(perm, axis), axis))
-permute_p.jvp_batched = lambda tans, ans, vals, params, K: np.take_along_axis(
-    tans[0], params["perm"][None], axis=params["axis"] + 1)
+permute_p.defbatched(lambda tans, ans, vals, params, K: np.take_along_axis(
+    tans[0], params["perm"][None], axis=params["axis"] + 1))
+permute_p.defsparsity(patterns.MOVE)         # perm is a constant parameter
 
 
 def permute(x, perm, axis):
@@ -48,8 +50,10 @@ def _perm(x, axis):
 sort_p = Primitive("sort", lambda x, axis: np.sort(x, axis=axis, kind="stable"), saves=(0,))
 sort_p.defvjp(lambda g, ans, x, axis: permute(g, _inverse(_perm(x, axis), axis), axis))
 sort_p.defjvp(lambda t, ans, x, axis: permute(t, _perm(x, axis), axis))
-sort_p.jvp_batched = lambda tans, ans, vals, params, K: np.take_along_axis(
-    tans[0], _perm(vals[0], params["axis"])[None], axis=params["axis"] + 1)
+sort_p.defbatched(lambda tans, ans, vals, params, K: np.take_along_axis(
+    tans[0], _perm(vals[0], params["axis"])[None], axis=params["axis"] + 1))
+# which element lands where moves with the values: the whole line along the axis
+sort_p.defsparsity(patterns.ALONG_AXIS)
 
 
 def _check_order(name, order):
