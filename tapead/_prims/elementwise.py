@@ -224,6 +224,8 @@ def _binary(name, npfunc, dx, dy, saves=None, ufunc=None):
 
 def _pow_dx(x, y, ans):
     # y * x**(y-1), with 0 where y == 0 (x**0 == 1 has no slope)
+    if (type(x) is float or type(x) is int) and not isinstance(y, Box):
+        x = np.float64(x)        # 0.0 ** -1.0: inf (numpy), not ZeroDivisionError
     yc = concrete(y)
     if np.all(yc != 0):
         return y * x ** (y - 1.0)
@@ -233,7 +235,9 @@ def _pow_dx(x, y, ans):
 def _pow_dy(x, y, ans):
     # x**y log x, with 0 where x**y == 0
     if type(x) is float or type(x) is int:
-        return 0.0 * ans if x == 0 else ans * math.log(x)     # a weak Python float
+        if x == 0:                                            # a weak Python float
+            return 0.0 * ans
+        return ans * (math.log(x) if x > 0 else math.nan)     # log(x < 0): nan, as numpy
     zero = concrete(ans) == 0
     safe_x = where(zero, 1.0, x) if np.any(zero) else x
     return where(zero, 0.0, ans * log(safe_x)) if np.any(zero) else ans * log(safe_x)
