@@ -269,3 +269,34 @@ def test_exact_check_covers_the_families():
                  "getitem_mask", "concatenate_axis0", "stack", "where", "sum_axis0",
                  "matmul", "dot", "outer"):
         assert name in exact, name
+
+
+# ---------------------------------------------------------------------------
+# sparse derivatives at points where the pattern moves
+# ---------------------------------------------------------------------------
+
+def _branchy(x):
+    if x[0] > 0:                              # a Python branch on a traced value
+        return x[1:2] * 2.0
+    return x[2:3] * 3.0
+
+
+@pytest.mark.parametrize("f, points", [
+    (_branchy, ([1.0, 2.0, 3.0], [-1.0, 2.0, 3.0])),
+    (lambda x: x[tnp.argsort(x)] * x, ([1.0, 2.0, 3.0], [3.0, 2.0, 1.0])),
+    (lambda x: tnp.where(x > 0, x, 2.0 * x[::-1]), ([1.0, 2.0, 3.0], [-1.0, 2.0, -3.0])),
+], ids=["python_branch", "argsort_gather", "where_on_values"])
+def test_sparse_jacobian_follows_the_pattern_of_each_point(f, points):
+    J = ta.sparse_jacobian(f)
+    for x in points:
+        x = np.array(x)
+        np.testing.assert_array_equal(J(x).toarray(), np.atleast_2d(ta.jacfwd(f)(x)))
+
+
+def test_sparse_hessian_follows_the_pattern_of_each_point():
+    def f(x):
+        return tnp.sum(tnp.where(x > 0, x * x[::-1], x ** 3))
+    H = ta.sparse_hessian(f)
+    for x in ([1.0, 2.0, 3.0], [-1.0, -2.0, -3.0], [1.0, -2.0, 3.0]):
+        x = np.array(x)
+        np.testing.assert_allclose(H(x).toarray(), ta.hessian(f)(x), rtol=1e-14)
