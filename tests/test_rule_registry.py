@@ -300,3 +300,14 @@ def test_sparse_hessian_follows_the_pattern_of_each_point():
     for x in ([1.0, 2.0, 3.0], [-1.0, -2.0, -3.0], [1.0, -2.0, 3.0]):
         x = np.array(x)
         np.testing.assert_allclose(H(x).toarray(), ta.hessian(f)(x), rtol=1e-14)
+
+
+def test_the_opcode_table_zero_column_matches_the_registered_rules():
+    """tools/opcodes.txt's zero column (read by the C sparsity loop) and the
+    primitives' sparsity rules say the same thing about every scalar opcode."""
+    from tapead import _core
+    from tapead._prims import elementwise as ew
+    for table in (ew.UNARY, ew.BINARY):
+        for prim in table.values():
+            assert (prim.sparsity is patterns.ZERO) == (prim.name in _core.ZERO_DERIVATIVE), \
+                prim.name
