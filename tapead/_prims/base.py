@@ -8,8 +8,8 @@ Rules are written with ``tapead.numpy`` operations, so they are themselves
 differentiable (that is how second derivatives work).  Every primitive
 declares a batching and a sparsity rule, or says explicitly that it has none
 (``PER_DIRECTION``, ``patterns.DENSE`` with a reason); the family helpers
-(``defelementwise``, ``defzero``, ``deflinear_move``) declare both for a
-whole family.
+(``defelementwise``, ``defzero``) declare both for a whole family;
+structural primitives pair their batched rule with ``patterns.MOVE``.
 """
 from __future__ import annotations
 
@@ -238,10 +238,3 @@ def defzero(prim: Primitive) -> Primitive:
     prim.defbatched(_no_tangent)
     return prim.defsparsity(patterns.ZERO)
 
-
-def deflinear_move(prim: Primitive, batched) -> Primitive:
-    """Structural (data movement) family: reshape, transpose, getitem, stack...
-    The pattern is the primitive applied to arrays of element indices."""
-    from tapead import patterns
-    prim.defbatched(batched)
-    return prim.defsparsity(patterns.MOVE)
