@@ -132,8 +132,9 @@ class Primitive(_core.PrimitiveBase):
     def defsparsity(self, rule: Callable, reason: Optional[str] = None) -> "Primitive":
         """The sparsity rule ``rule(rec, pats, shapes, out_shape, N) -> pattern``
         (see :mod:`tapead.patterns`): valid at every point, since a pattern is
-        reused across points.  ``patterns.DENSE`` (every output element
-        depends on everything the inputs depend on) needs a ``reason``."""
+        reused across points.  ``reason`` says why the pattern is coarser than
+        the nonzeros at a point; ``patterns.DENSE`` (every output element
+        depends on everything the inputs depend on) needs one."""
         from tapead import patterns
         if not callable(rule):
             raise TypeError(f"{self.name}.defsparsity: the rule must be callable, got "

@@ -168,8 +168,8 @@ def _extremum(name, npfunc):
         return np.sum(tans[0] * w, axis=_batched_axes(axis, np.ndim(vals[0])),
                       keepdims=keepdims)
     prim.defbatched(batched)
-    # which element is the extremum moves with the values: the whole group
-    prim.defsparsity(patterns.REDUCTION)
+    prim.defsparsity(patterns.REDUCTION, reason="which element is the extremum moves with "
+                     "the values: structurally the whole group along the axis")
 
     def func(x, axis=None, out=None, keepdims=False, **kw):
         if not isinstance(x, Box):

@@ -9,6 +9,9 @@ first), as in JAX.
 never traced values: their derivatives exist and are zero almost everywhere
 (and undefined at the jumps), which is useless for learning.  Using their
 result as an index (``x[np.argmax(x)]``) differentiates the value selected.
+Such an index is a constant of the recording, guarded so that a replay at a
+point where it differs raises; its sparsity pattern is the recording's (the
+sparse derivatives read the pattern afresh at every call).
 """
 from __future__ import annotations
 
@@ -52,8 +55,8 @@ sort_p.defvjp(lambda g, ans, x, axis: permute(g, _inverse(_perm(x, axis), axis),
 sort_p.defjvp(lambda t, ans, x, axis: permute(t, _perm(x, axis), axis))
 sort_p.defbatched(lambda tans, ans, vals, params, K: np.take_along_axis(
     tans[0], _perm(vals[0], params["axis"])[None], axis=params["axis"] + 1))
-# which element lands where moves with the values: the whole line along the axis
-sort_p.defsparsity(patterns.ALONG_AXIS)
+sort_p.defsparsity(patterns.ALONG_AXIS, reason="which element lands where moves with the "
+                  "values: structurally the whole line along the axis")
 
 
 def _check_order(name, order):
