@@ -16,6 +16,7 @@ must hold at every point, since a pattern is reused across points.
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Callable
 
 import numpy as np
@@ -491,6 +492,61 @@ def tape_sparsity(tape) -> tuple[list, int]:
         return _clean(_rule_for(rec.prim)(rec, ppats, shapes, out_shape, N))
 
     return _sparsity.propagate(op, a, b, object_rule, _row_set), N
+
+
+class _Unique:
+    """A key atom equal only to itself: a value the key cannot compare."""
+    __slots__ = ()
+
+
+def _digest(v: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(v).view(np.uint8).ravel(),
+                           digest_size=16).digest()
+
+
+def _atoms(obj) -> tuple:
+    """``obj`` (parameters, constants) flattened to comparable atoms, without
+    recursion; anything unknown becomes a ``_Unique`` (the key never matches)."""
+    out, stack = [], [obj]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if v is None or v is Ellipsis or t in (bool, int, float, str):
+            out.append((t.__name__, v))
+        elif t is slice:
+            out.append("slice")
+            stack += [v.step, v.stop, v.start]
+        elif t is tuple or t is list:
+            out.append((t.__name__, len(v)))
+            stack.extend(reversed(v))
+        elif t is dict and all(type(k) is str for k in v):
+            out.append(("dict", tuple(v)))
+            stack.extend(reversed(list(v.values())))
+        elif t is np.ndarray and v.dtype != object:
+            out.append(("array", v.dtype.str, v.shape, _digest(v)))
+        elif isinstance(v, np.generic) and t is not np.object_:
+            out.append(("scalar", v.dtype.str, _digest(np.asarray(v))))
+        elif isinstance(v, np.dtype):
+            out.append(("dtype", v.str))
+        else:
+            out.append(_Unique())
+    return tuple(out)
+
+
+def recording_key(tape, out) -> tuple:
+    """Everything the pattern of ``out`` on ``tape`` depends on: the tape's
+    structure, and each object node's primitive, shape, parameters and
+    constant arguments.  Two recordings with equal keys have the same
+    pattern (scalar constants do not enter: the C loop does not read them);
+    a value the key cannot compare makes it equal to no other key."""
+    op, a, b = tape.export_nodes()
+    parts = [op.tobytes(), a.tobytes(), b.tobytes(), tuple(tape.inputs),
+             out.idx if type(out) is Tracer and out.tape is tape else None,
+             int(np.size(_core.concrete(out)))]
+    for i in np.flatnonzero(op == 1).tolist():
+        rec = tape.record(i)
+        parts.append((rec.prim, _shape(rec.ans), _atoms(rec.consts), _atoms(rec.params)))
+    return tuple(parts)
 
 
 def _output_pattern(tape, out, n: int) -> sp.csr_array:

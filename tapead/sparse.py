@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from tapead import coloring as _coloring
 from tapead._core import Tracer
-from tapead.patterns import _output_pattern, tape_sparsity
+from tapead.patterns import _output_pattern, recording_key, tape_sparsity
 from tapead.transforms import _record, grad
 
 __all__ = ["jacobian_sparsity", "sparse_jacobian", "hessian_sparsity",
@@ -142,14 +142,14 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
                     order: str = "auto") -> Callable:
     """The Jacobian of ``f`` as a sparse matrix, by coloring and forward mode.
 
-    Every call records ``f`` once, reads the pattern
-    (:func:`jacobian_sparsity`) off that recording, and pushes K = number of
-    colors seed directions through the tape in one forward sweep, then reads
-    the nonzeros off the compressed product ``J @ S``.  The coloring is
-    cached per input shape and reused while the pattern stays the same;
-    recording (and reading the pattern) at every call keeps Python branches
-    and value-dependent choices on ``x`` (``x[np.argsort(x)]``, a
-    ``where`` on ``x > 0``) right.
+    Every call records ``f`` once and pushes K = number of colors seed
+    directions through the tape in one forward sweep, then reads
+    the nonzeros off the compressed product ``J @ S``.  The pattern
+    (:func:`jacobian_sparsity`) and its coloring are cached per input shape and reused while the recording has
+    the same structure, parameters and constants (then its pattern is the
+    same); a recording that differs (a Python branch, ``x[np.argsort(x)]``,
+    a ``where`` on ``x > 0`` that picked other elements) gets its own
+    pattern, and a new coloring if that pattern changed.
 
     Parameters
     ----------
@@ -189,15 +189,20 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
 
     def recovery_at(tape, out, x):
         key = (x.shape, x.dtype.str)
+        rkey = recording_key(tape, out)
+        entry = cache.get(key)
+        if entry is not None and entry[0] == rkey:     # same recording: same pattern
+            return entry[2:]
         P = _output_pattern(tape, out, x.size)
         if rows:                            # color the columns of J.T
             P = sp.csr_array(P.T)
             P.sort_indices()
-        if key not in cache or not _same_pattern(cache[key][0], P):
+        if entry is None or not _same_pattern(entry[1], P):
             colors = _coloring.column_coloring(P, order=order)
             rec = _coloring.jacobian_recovery(P, colors)
-            cache[key] = (P, rec, np.ascontiguousarray(rec.seed.T))
-        return cache[key][1:]
+            entry = (rkey, P, rec, np.ascontiguousarray(rec.seed.T))
+        cache[key] = (rkey,) + entry[1:]
+        return entry[2:]
 
     @functools.wraps(f)
     def jac(x):
@@ -224,9 +229,9 @@ def sparse_hessian(f: Callable, coloring: str = "star",
     """The Hessian of a scalar ``f`` as a sparse matrix, forward over reverse.
 
     The gradient ``grad(f)`` is recorded on an outer tape; its Jacobian
-    pattern, symmetrized, is the Hessian pattern (read at every call; its
-    coloring and recovery are cached per input shape while it stays the
-    same).  Each call records the gradient once and
+    pattern, symmetrized, is the Hessian pattern (cached per input shape
+    with its coloring and recovery while the recording's structure,
+    parameters and constants stay the same, read afresh when they differ).  Each call records the gradient once and
     pushes K = number of colors directions through that tape in one forward
     sweep (``H @ S``) that visits only the nodes the gradient depends on (not
     ``f``'s own value), then recovers the nonzeros.  The gradient is
@@ -270,11 +275,16 @@ def sparse_hessian(f: Callable, coloring: str = "star",
 
     def recovery_at(tape, out, x):
         key = (x.shape, x.dtype.str)
+        rkey = recording_key(tape, out)
+        entry = cache.get(key)
+        if entry is not None and entry[0] == rkey:     # same recording: same pattern
+            return entry[2:]
         P = _symmetric(_output_pattern(tape, out, x.size))
-        if key not in cache or not _same_pattern(cache[key][0], P):
+        if entry is None or not _same_pattern(entry[1], P):
             rec = recovery_fn(P, color_fn(P, order=order))
-            cache[key] = (P, rec, np.ascontiguousarray(rec.seed.T))
-        return cache[key][1:]
+            entry = (rkey, P, rec, np.ascontiguousarray(rec.seed.T))
+        cache[key] = (rkey,) + entry[1:]
+        return entry[2:]
 
     @functools.wraps(f)
     def hess(x):

@@ -311,3 +311,22 @@ def test_the_opcode_table_zero_column_matches_the_registered_rules():
         for prim in table.values():
             assert (prim.sparsity is patterns.ZERO) == (prim.name in _core.ZERO_DERIVATIVE), \
                 prim.name
+
+
+def test_sparse_jacobian_reuses_the_pattern_of_an_equal_recording():
+    f = lambda x: x[1:] * tnp.sin(x[:-1])          # noqa: E731
+    J = ta.sparse_jacobian(f)
+    a, b = np.linspace(0.0, 1.0, 6), np.linspace(-2.0, 3.0, 6)
+    assert J.recovery(a) is J.recovery(b)
+    np.testing.assert_allclose(J(b).toarray(), ta.jacfwd(f)(b), rtol=1e-15)
+
+
+def test_recording_key_compares_values_it_knows_and_no_others():
+    from tapead.patterns import _atoms
+    idx = (slice(1, None), np.array([0, 2]), Ellipsis, None)
+    assert _atoms({"idx": idx, "axis": 1}) == _atoms({"idx": idx, "axis": 1})
+    assert _atoms({"idx": idx}) != _atoms({"idx": (slice(1, None), np.array([0, 3]),
+                                                   Ellipsis, None)})
+    assert _atoms((1,)) != _atoms((1.0,)) and _atoms(np.array([1.0])) != _atoms(np.array([1]))
+    f = object()
+    assert _atoms({"f": f}) != _atoms({"f": f})      # unknown: never equal
