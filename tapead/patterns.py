@@ -545,7 +545,8 @@ def recording_key(tape, out) -> tuple:
              int(np.size(_core.concrete(out)))]
     for i in np.flatnonzero(op == 1).tolist():
         rec = tape.record(i)
-        parts.append((rec.prim, _shape(rec.ans), _atoms(rec.consts), _atoms(rec.params)))
+        parts.append((rec.prim, rec.parents, _shape(rec.ans), _atoms(rec.consts),
+                      _atoms(rec.params)))
     return tuple(parts)
 
 
