@@ -330,3 +330,17 @@ def test_recording_key_compares_values_it_knows_and_no_others():
     assert _atoms((1,)) != _atoms((1.0,)) and _atoms(np.array([1.0])) != _atoms(np.array([1]))
     f = object()
     assert _atoms({"f": f}) != _atoms({"f": f})      # unknown: never equal
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: tnp.sum(tnp.floor(x) * x ** 2),
+    lambda x: tnp.sum(tnp.round(x) * tnp.sin(x)),
+    lambda x: tnp.sum(tnp.sign(x) * x * x) + tnp.sum(tnp.ceil(x[:2] * x[2:])),
+], ids=["floor", "round", "sign_ceil"])
+def test_hessian_pattern_of_zero_derivative_functions_is_diagonal(f):
+    from tapead.sparse import hessian_sparsity
+    x = X4 + 1.0
+    P = hessian_sparsity(f, x).toarray()
+    assert np.array_equal(P, np.eye(4, dtype=bool))
+    np.testing.assert_allclose(ta.sparse_hessian(f)(x).toarray(), ta.hessian(f)(x),
+                               rtol=1e-14)
