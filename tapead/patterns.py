@@ -25,9 +25,9 @@ import scipy.sparse as sp
 from tapead import _core, _sparsity
 from tapead._core import Tracer
 
-__all__ = ["tape_sparsity", "DENSE", "ZERO", "ELEMENTWISE", "PRODUCT", "WHERE", "MOVE", "INDEX_UPDATE",
-           "INDEX_ADD_ZEROS", "REDUCTION", "CUMULATIVE", "ALONG_AXIS", "MATMUL",
-           "CONTRACTION", "elementwise_in", "astype_rule"]
+__all__ = ["tape_sparsity", "recording_key", "DENSE", "ZERO", "ELEMENTWISE", "PRODUCT", "WHERE",
+           "MOVE", "INDEX_UPDATE", "INDEX_ADD_ZEROS", "REDUCTION", "CUMULATIVE", "ALONG_AXIS",
+           "MATMUL", "CONTRACTION", "MATRIX_FUNCTION", "elementwise_in", "astype_rule"]
 
 _EMPTY = np.empty(0, dtype=np.int32)
 #: a matmul whose pairs (output element, contracted element) exceed this
@@ -363,6 +363,9 @@ def astype_rule(rec, pats, shapes, out_shape, N):
 
 #: the rule functions, by family (primitives declare theirs with defsparsity)
 DENSE = _dense_rule
+#: the reason of DENSE for matrix functions (solve, inv, det, eigh...)
+MATRIX_FUNCTION = ("a matrix function: every entry of the result depends on every entry of "
+                   "the matrix (a superset for a stack of matrices)")
 ZERO = _zero_rule
 ELEMENTWISE = _elementwise_rule
 WHERE = _where_rule

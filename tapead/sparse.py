@@ -143,13 +143,14 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
     """The Jacobian of ``f`` as a sparse matrix, by coloring and forward mode.
 
     Every call records ``f`` once and pushes K = number of colors seed
-    directions through the tape in one forward sweep, then reads
-    the nonzeros off the compressed product ``J @ S``.  The pattern
-    (:func:`jacobian_sparsity`) and its coloring are cached per input shape and reused while the recording has
-    the same structure, parameters and constants (then its pattern is the
-    same); a recording that differs (a Python branch, ``x[np.argsort(x)]``,
-    a ``where`` on ``x > 0`` that picked other elements) gets its own
-    pattern, and a new coloring if that pattern changed.
+    directions through the tape in one forward sweep, then reads the
+    nonzeros off the compressed product ``J @ S``.  The pattern
+    (:func:`jacobian_sparsity`) and its coloring are cached per input shape
+    and reused while the recording has the same structure, parameters and
+    constants (then its pattern is the same); a recording that differs (a
+    Python branch, ``x[np.argsort(x)]``, a ``where`` on ``x > 0`` that
+    picked other elements) gets its own pattern, and a new coloring if that
+    pattern changed.
 
     Parameters
     ----------
@@ -231,10 +232,11 @@ def sparse_hessian(f: Callable, coloring: str = "star",
     The gradient ``grad(f)`` is recorded on an outer tape; its Jacobian
     pattern, symmetrized, is the Hessian pattern (cached per input shape
     with its coloring and recovery while the recording's structure,
-    parameters and constants stay the same, read afresh when they differ).  Each call records the gradient once and
-    pushes K = number of colors directions through that tape in one forward
-    sweep (``H @ S``) that visits only the nodes the gradient depends on (not
-    ``f``'s own value), then recovers the nonzeros.  The gradient is
+    parameters and constants stay the same, read afresh when they differ).
+    Each call records the gradient once and pushes K = number of colors
+    directions through that tape in one forward sweep (``H @ S``) that
+    visits only the nodes the gradient depends on (not ``f``'s own value),
+    then recovers the nonzeros.  The gradient is
     recorded afresh at every call: a recorded gradient tape holds constants
     its rules derived from ``x`` (``sign(x)`` for ``abs``, the mask of
     ``maximum``, the branch a Python ``if`` took), which a replay at a new

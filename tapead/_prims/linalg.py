@@ -209,7 +209,8 @@ solve_p.defvjp(lambda g, ans, a, b: _unbroadcast(a, -matmul(solve(_mT(a), g), _m
 solve_p.defjvp(lambda t, ans, a, b: -solve(a, matmul(t, ans)),        # dx = -A^-1 dA x
                lambda t, ans, a, b: solve(a, t))
 solve_p.defbatched(PER_DIRECTION)
-solve_p.defsparsity(patterns.DENSE, reason="x = A^-1 b: every entry of x depends on every entry of A and b")
+solve_p.defsparsity(patterns.DENSE, reason="x = A^-1 b: every entry of x depends on every "
+                    "entry of A and b")
 
 
 def solve(a, b):
@@ -267,7 +268,7 @@ inv_p.defjvp(lambda t, ans, a: -matmul(ans, matmul(t, ans)))
 inv_p.defvjp(lambda g, ans, a: -matmul(_mT(ans), matmul(g, _mT(ans))))
 inv_p.defbatched(lambda tans, ans, vals, params, K: -np.matmul(
     ans, np.matmul(tans[0], ans)))                   # K directions in one broadcast
-inv_p.defsparsity(patterns.DENSE, reason="a matrix function: every entry of the result depends on every entry of the matrix")
+inv_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def inv(a):
@@ -300,7 +301,7 @@ det_p = Primitive("det", np.linalg.det, saves=(0,))
 det_p.defjvp(lambda t, ans, a: ans * _trace(solve(a, t)))
 det_p.defvjp(lambda g, ans, a: _bmat(g * ans) * _mT(inv(a)))
 det_p.defbatched(PER_DIRECTION)
-det_p.defsparsity(patterns.DENSE, reason="a matrix function: every entry of the result depends on every entry of the matrix")
+det_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def det(a):
@@ -339,7 +340,7 @@ slogdet_p = Primitive("slogdet", _slogdet_impl, saves=(0,))
 slogdet_p.defjvp(_slogdet_jvp)
 slogdet_p.defvjp(lambda g, ans, a: _bmat(g[..., 1]) * _mT(inv(a)))
 slogdet_p.defbatched(PER_DIRECTION)
-slogdet_p.defsparsity(patterns.DENSE, reason="a matrix function: every entry of the result depends on every entry of the matrix")
+slogdet_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def slogdet(a):
@@ -388,7 +389,7 @@ cholesky_p = Primitive("cholesky", lambda a: _lapack("cholesky", np.linalg.chole
 cholesky_p.defjvp(_cholesky_jvp)
 cholesky_p.defvjp(_cholesky_vjp)
 cholesky_p.defbatched(PER_DIRECTION)
-cholesky_p.defsparsity(patterns.DENSE, reason="a matrix function: every entry of the result depends on every entry of the matrix")
+cholesky_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def cholesky(a, /, *, upper=False):
@@ -486,7 +487,7 @@ eigh_p = Primitive("eigh", _eigh_impl, saves=())
 eigh_p.defjvp(_eigh_jvp)
 eigh_p.defvjp(_eigh_vjp)
 eigh_p.defbatched(PER_DIRECTION)
-eigh_p.defsparsity(patterns.DENSE, reason="a matrix function: every entry of the result depends on every entry of the matrix")
+eigh_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def eigh(a, UPLO="L"):
@@ -585,7 +586,7 @@ qr_p = Primitive("qr", _qr_impl, saves=())
 qr_p.defjvp(_qr_jvp)
 qr_p.defvjp(_qr_vjp)
 qr_p.defbatched(PER_DIRECTION)
-qr_p.defsparsity(patterns.DENSE, reason="a matrix function: every entry of the result depends on every entry of the matrix")
+qr_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def qr(a, mode="reduced"):
@@ -649,7 +650,7 @@ pinv_p = Primitive("pinv", lambda a, **kw: np.linalg.pinv(a, **kw), saves=(0,))
 pinv_p.defjvp(lambda t, ans, a, **kw: _pinv_jvp_of(t, a, ans))
 pinv_p.defvjp(lambda g, ans, a, **kw: _pinv_vjp_of(g, a, ans))
 pinv_p.defbatched(PER_DIRECTION)
-pinv_p.defsparsity(patterns.DENSE, reason="a matrix function: every entry of the result depends on every entry of the matrix")
+pinv_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def pinv(a, rcond=None, hermitian=False, **kwargs):
@@ -684,7 +685,8 @@ lstsq_p.defvjp(lambda g, ans, a, b, rcond=None: _pinv_vjp_of(matmul(g, _mT(b)), 
                                                              pinv(a, rcond)),
                lambda g, ans, a, b, rcond=None: matmul(_mT(pinv(a, rcond)), g))
 lstsq_p.defbatched(PER_DIRECTION)
-lstsq_p.defsparsity(patterns.DENSE, reason="x = pinv(A) b: every entry of x depends on every entry of A and b")
+lstsq_p.defsparsity(patterns.DENSE, reason="x = pinv(A) b: every entry of x depends on "
+                    "every entry of A and b")
 
 
 def lstsq(a, b, rcond=None):
