@@ -13,6 +13,7 @@ CONST_OPCODES: Dict[str, int]
 STRUCTURAL_OPCODES: Dict[str, int]
 BINARY_OPCODES: frozenset
 FRESH_UNARY: frozenset
+ZERO_DERIVATIVE: frozenset
 
 class Trace:
     @property

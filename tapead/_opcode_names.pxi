@@ -63,3 +63,5 @@ STRUCTURAL_OPCODES = {
 BINARY_OPCODES = frozenset(range(FIRST_BINARY, FIRST_CONST))
 #: unary ops whose Python rule's d(x, ans) always builds a new array
 FRESH_UNARY = frozenset(["sin", "cos", "tan", "log", "log1p", "sqrt", "tanh", "arctan", "arcsin", "arccos", "sinh", "cosh", "sigmoid", "reciprocal", "log2", "log10", "arcsinh", "arccosh", "arctanh", "cbrt"])
+#: ops whose partials are identically zero (no dependence)
+ZERO_DERIVATIVE = frozenset(["sign"])

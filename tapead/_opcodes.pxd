@@ -62,3 +62,9 @@ cdef enum:
     FIRST_CONST = 30
     FIRST_UNARY = 50
     LAST_OP = 78
+
+
+cdef inline bint zero_derivative(int op) noexcept nogil:
+    """Whether the opcode's partials are identically zero: its node adds
+    no dependence (sparsity propagation)."""
+    return op == OP_SIGN

@@ -11,10 +11,13 @@ nodes (inputs included) call back into Python.  Guards get ``None``.
 
 Opcode ranges (``tapead/_opcodes.pxd``, generated from tools/opcodes.txt): 0 input, 1 object node, 2 guard,
 10..29 binary, 30..49 one operand and a constant (``b == -1``), >= 50 unary.
+Opcodes whose partials are identically zero (``sign``; the ``zero`` column of
+tools/opcodes.txt) add no dependence: their nodes get the empty set.
 """
 import numpy as np
 
-from tapead._opcodes cimport OP_INPUT, OP_OBJ, OP_GUARD, OP_SIGN, FIRST_BINARY, FIRST_CONST
+from tapead._opcodes cimport (OP_INPUT, OP_OBJ, OP_GUARD, FIRST_BINARY, FIRST_CONST,
+                              zero_derivative)
 
 
 cdef Py_ssize_t _merge_kernel(const int[::1] x, const int[::1] y,
@@ -83,7 +86,6 @@ def propagate(const int[::1] op, const int[::1] a, const int[::1] b,
     """
     cdef Py_ssize_t n = op.shape[0], i
     cdef int o, ia, ib
-    cdef int op_sign = OP_SIGN             # the one opcode whose partial is identically 0
     cdef list pats = [None] * n
     cdef object pa, pb
     empty = np.empty(0, dtype=np.int32)
@@ -94,8 +96,8 @@ def propagate(const int[::1] op, const int[::1] a, const int[::1] b,
             continue
         if o == OP_GUARD:
             continue
-        if o == op_sign:
-            pats[i] = empty
+        if zero_derivative(o):             # partials identically 0 (the zero column
+            pats[i] = empty                # of tools/opcodes.txt): no dependence
             continue
         ia = a[i]
         ib = b[i]

@@ -31,7 +31,8 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box
-from tapead._prims.base import Primitive
+from tapead import patterns
+from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead._prims.reductions import sum as _sum
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.errors import MissingRuleError
@@ -158,6 +159,8 @@ class custom_jvp:
         self.prim = Primitive(f"custom_jvp[{getattr(fun, '__name__', 'f')}]", self._impl)
         self.prim.defjvp_any(self._jvp_k)
         self.prim.defvjp_any(self._vjp_k)
+        self.prim.defbatched(PER_DIRECTION)
+        self.prim.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
     def defjvp(self, jvp_rule: Callable) -> Callable:
         """Register ``jvp_rule(primals, tangents) -> (out, tangent_out)``;
@@ -250,6 +253,8 @@ class custom_vjp:
         self.prim = Primitive(f"custom_vjp[{getattr(fun, '__name__', 'f')}]", self._impl)
         self.prim.defvjp_any(self._vjp_k)
         self.prim.defjvp_any(self._jvp_k)
+        self.prim.defbatched(PER_DIRECTION)
+        self.prim.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:
         """Register ``fwd(*args) -> (out, residuals)`` and

@@ -26,7 +26,8 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box
-from tapead._prims.base import Primitive
+from tapead import patterns
+from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.loops import _pack, _shapes, _unpack
 
@@ -116,6 +117,8 @@ def _implicit_vjp(k, g, ans, *theta, problem, run_solver, cache):
 implicit_p = Primitive("implicit_solution", _implicit_impl)
 implicit_p.defvjp_any(_implicit_vjp)
 implicit_p.defjvp_any(_implicit_jvp)
+implicit_p.defbatched(PER_DIRECTION)
+implicit_p.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
 
 def _solution(problem, run_solver, theta, like):

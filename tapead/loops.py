@@ -21,7 +21,8 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box, Tape
-from tapead._prims.base import Primitive
+from tapead import patterns
+from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead._prims.shape import concatenate, getitem, reshape
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.checkpointing import CheckpointedChain
@@ -122,6 +123,8 @@ def _ckpt_jvp(k, t, ans, *leaves, f, treedef, out_info, cache):
 
 
 ckpt_p.defjvp_any(_ckpt_jvp)
+ckpt_p.defbatched(PER_DIRECTION)
+ckpt_p.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
 
 def checkpoint(f: Callable) -> Callable:
@@ -413,6 +416,8 @@ def _scan_jvp(k, t, ans, *leaves, f, c_tree, x_tree, n_c, length, reverse, s, in
 
 
 scan_p.defjvp_any(_scan_jvp)
+scan_p.defbatched(PER_DIRECTION)
+scan_p.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
 
 def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,

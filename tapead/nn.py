@@ -12,7 +12,8 @@ from typing import Dict, Sequence
 import numpy as np
 
 from tapead._core import Box, bind, shape_of
-from tapead._prims.base import Primitive
+from tapead import patterns
+from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead._core import tanh  # the C entry point (scalar fast path, no Python wrapper)
 
 __all__ = ["mse", "init_mlp", "mlp", "mlp_tape_nbytes"]
@@ -38,6 +39,8 @@ mse_p.defvjp(lambda g, ans, d: (2.0 / d.size) * g * d,
              lambda g, ans, d: (-2.0 / d.size) * g * d)
 mse_p.defjvp(lambda t, ans, pred, target: 2.0 * np.mean((pred - target) * t),
              lambda t, ans, pred, target: -2.0 * np.mean((pred - target) * t))
+mse_p.defbatched(PER_DIRECTION)
+mse_p.defsparsity(patterns.DENSE, reason="one number, the mean over every element of both")
 
 
 def mse(pred, target):

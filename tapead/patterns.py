@@ -4,14 +4,19 @@ A node's *pattern* says which input elements each of its elements depends
 on: a ``scipy.sparse.csr_array`` of shape (node size, total input size), or
 for a scalar node (and a one-element object node) a sorted int32 array of
 input indices.  Scalar nodes are handled by the C loop of
-:mod:`tapead._sparsity`; object nodes by one rule per primitive name in
-:data:`SPARSITY_RULES`; a primitive without a rule gets the dense fallback
-(every output element depends on every input element any parent depends
-on) -- a superset, never a miss.  :mod:`tapead.sparse` builds the sparse
-derivatives on these patterns.
+:mod:`tapead._sparsity`; object nodes by the sparsity rule each primitive
+declares right under its definition (``prim.defsparsity(rule)``, read here
+as ``prim.sparsity``).  This module holds the rule *functions*, one per
+family: ``ZERO``, ``ELEMENTWISE``, ``MOVE``, ``REDUCTION``, ``ALONG_AXIS``,
+``CONTRACTION``, ``MATMUL``... and ``DENSE`` (every output element depends
+on every input element any parent depends on: a superset, never a miss),
+which a primitive declares with the reason its pattern is dense.  A rule
+must hold at every point, since a pattern is reused across points.
+:mod:`tapead.sparse` builds the sparse derivatives on these patterns.
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Callable
 
 import numpy as np
@@ -20,7 +25,9 @@ import scipy.sparse as sp
 from tapead import _core, _sparsity
 from tapead._core import Tracer
 
-__all__ = ["tape_sparsity", "SPARSITY_RULES"]
+__all__ = ["tape_sparsity", "recording_key", "DENSE", "ZERO", "ELEMENTWISE", "PRODUCT", "WHERE",
+           "MOVE", "INDEX_UPDATE", "INDEX_ADD_ZEROS", "REDUCTION", "CUMULATIVE", "ALONG_AXIS",
+           "MATMUL", "CONTRACTION", "MATRIX_FUNCTION", "elementwise_in", "astype_rule"]
 
 _EMPTY = np.empty(0, dtype=np.int32)
 #: a matmul whose pairs (output element, contracted element) exceed this
@@ -112,6 +119,22 @@ def _elementwise_rule(rec, pats, shapes, out_shape, N):
             src = np.broadcast_to(_index_array(shape), out_shape)
             out = out + _select(size, rows, src, p)
     return out
+
+
+def _product_rule(rec, pats, shapes, out_shape, N):
+    """``x * c`` with a constant ``c``: elementwise, except where ``c`` is 0
+    (``0 * x`` has no dependence on ``x``)."""
+    if all(p is not None for p in pats):
+        return _elementwise_rule(rec, pats, shapes, out_shape, N)
+    k = 0 if pats[0] is not None else 1
+    c = rec.consts[1 - k]
+    if pats[k] is None or isinstance(c, _core.Box):
+        return _elementwise_rule(rec, pats, shapes, out_shape, N)
+    keep = np.broadcast_to(np.asarray(c) != 0, out_shape).ravel()
+    size = keep.size
+    rows = np.flatnonzero(keep)
+    src = np.broadcast_to(_index_array(shapes[k]), out_shape).ravel()
+    return _select(size, rows, src[rows], pats[k])
 
 
 def _where_rule(rec, pats, shapes, out_shape, N):
@@ -237,33 +260,127 @@ def _matmul_rule(rec, pats, shapes, out_shape, N):
     return out
 
 
-#: primitive name -> sparsity rule; elementwise primitives not listed here
-#: take ``_elementwise_rule``, everything else ``_dense_rule``.
-SPARSITY_RULES: dict = {
-    # zero derivative
-    "sign": _zero_rule,
-    "heaviside": _zero_rule,
-    "stop_gradient": _zero_rule,
-    # selection
-    "where": _where_rule,
-    # data movement
-    "reshape": _move_rule,
-    "transpose": _move_rule,
-    "broadcast_to": _move_rule,
-    "getitem": _move_rule,
-    "concatenate": _move_rule,
-    "stack": _move_rule,
-    "copy": _move_rule,
-    "index_update": _index_update_rule,
-    "index_add_zeros": _index_add_zeros_rule,
-    # reductions
-    "sum": _reduction_rule,
-    "prod": _reduction_rule,
-    "cumsum": _cumulative_rule,
-    "cumprod": _cumulative_rule,
-    # contraction
-    "matmul": _matmul_rule,
-}
+def _along_axis_rule(rec, pats, shapes, out_shape, N):
+    """``sort`` along ``axis``: which element lands where moves with the values,
+    so an output element depends on its whole line along the axis."""
+    axis = rec.params.get("axis", -1)
+    shape = shapes[0]
+    if axis is None:
+        return _dense_rule(rec, pats, shapes, out_shape, N)
+    axis %= max(len(shape), 1)
+    n = shape[axis]
+    src = np.moveaxis(_index_array(shape), axis, -1)          # (..., n)
+    dst = np.moveaxis(_index_array(out_shape), axis, -1)
+    rows = np.broadcast_to(dst[..., :, None], dst.shape + (n,))
+    cols = np.broadcast_to(src[..., None, :], src.shape[:-1] + (n, n))
+    size = int(np.prod(out_shape, dtype=np.int64))
+    return _select(size, rows, cols, pats[0])
+
+
+def _split_subscripts(subscripts: str):
+    ins, out = subscripts.replace(" ", "").split("->")
+    return ins.split(","), out
+
+
+def _contraction_rule(rec, pats, shapes, out_shape, N):
+    """An einsum-like contraction (``subscripts`` parameter): output element o
+    depends on element e of operand k when some assignment of the summed
+    labels agrees with both and meets only nonzero entries of the constant
+    operands (traced operands count as nonzero everywhere)."""
+    subscripts = rec.params.get("subscripts", "")
+    size = int(np.prod(out_shape, dtype=np.int64))
+    if "..." in subscripts or "->" not in subscripts:
+        return _dense_rule(rec, pats, shapes, out_shape, N)
+    ins, out = _split_subscripts(subscripts)
+    dims = {}
+    for lab, shape in zip(ins, shapes):
+        dims.update(zip(lab, shape))
+    result = _empty(size, N)
+    for k, p in enumerate(pats):
+        if p is None:
+            continue
+        labels = sorted(set(out) | set(ins[k]))
+        pairs = size * int(np.prod(shapes[k], dtype=np.int64))
+        if pairs > _MATMUL_PAIRS_LIMIT:
+            return _dense_rule(rec, pats, shapes, out_shape, N)
+        terms, masks = [], []
+        for j, lab in enumerate(ins):
+            if j == k:
+                continue
+            terms.append(lab)
+            masks.append(np.ones(shapes[j]) if pats[j] is not None
+                         else (np.asarray(rec.consts[j]) != 0).astype(float))
+        for lab in labels:                      # every label reaches the output
+            terms.append(lab)
+            masks.append(np.ones(dims[lab]))
+        T = np.einsum(",".join(terms) + "->" + "".join(labels), *masks) != 0
+        # T over (out grid) x (operand k grid): label values from either side,
+        # equal where a label appears on both sides or twice in operand k
+        og = np.indices(out_shape).reshape(len(out_shape), -1, 1) if out else None
+        eg = np.indices(shapes[k]).reshape(len(ins[k]), 1, -1)
+        ok = np.ones((size, int(np.prod(shapes[k], dtype=np.int64))), dtype=bool)
+        vals = []
+        for lab in labels:
+            v = None
+            if lab in out:
+                v = np.broadcast_to(og[out.index(lab)], ok.shape)
+            for pos, c in enumerate(ins[k]):
+                if c == lab:
+                    w = np.broadcast_to(eg[pos], ok.shape)
+                    if v is None:
+                        v = w
+                    else:
+                        ok &= v == w
+            vals.append(v)
+        ok &= T[tuple(vals)] if labels else T
+        rows, cols = np.nonzero(ok)
+        result = result + _select(size, rows, cols, p)
+    return result
+
+
+class elementwise_in:
+    """Elementwise in the arguments ``args`` only; no dependence on the others
+    (``heaviside``'s ``x``, ``cos_given_sin``'s hint ``s``)."""
+
+    def __init__(self, *args: int):
+        self.args = frozenset(args)
+
+    def __call__(self, rec, pats, shapes, out_shape, N):
+        return _elementwise_rule(rec, [p if k in self.args else None
+                                       for k, p in enumerate(pats)], shapes, out_shape, N)
+
+    def __repr__(self):
+        return f"elementwise_in{tuple(sorted(self.args))}"
+
+
+def astype_rule(rec, pats, shapes, out_shape, N):
+    """``astype``: the identity between float dtypes, no dependence to integer
+    or bool dtypes (piecewise constant)."""
+    if not np.issubdtype(rec.params["dtype"], np.inexact):
+        return _zero_rule(rec, pats, shapes, out_shape, N)
+    return _elementwise_rule(rec, pats, shapes, out_shape, N)
+
+
+#: the rule functions, by family (primitives declare theirs with defsparsity)
+DENSE = _dense_rule
+#: the reason of DENSE for matrix functions (solve, inv, det, eigh...)
+#: the reason a primitive that runs the user's code (loops, checkpoints, custom
+#: rules) is structurally dense
+USER_CODE = "runs the user's Python code: its dependences are not known before it runs"
+MATRIX_FUNCTION = ("a matrix function: every entry of the result depends on every entry of "
+                   "the matrix (a superset for a stack of matrices)")
+ZERO = _zero_rule
+ELEMENTWISE = _elementwise_rule
+WHERE = _where_rule
+PRODUCT = _product_rule
+MOVE = _move_rule
+INDEX_UPDATE = _index_update_rule
+INDEX_ADD_ZEROS = _index_add_zeros_rule
+REDUCTION = _reduction_rule
+CUMULATIVE = _cumulative_rule
+ALONG_AXIS = _along_axis_rule
+MATMUL = _matmul_rule
+CONTRACTION = _contraction_rule
 
 
 def _row(p, j: int) -> np.ndarray:
@@ -290,9 +407,20 @@ def _one_element(rec, raw: list, shapes: list):
     Returns None for rules without this shortcut.
     """
     rule = _rule_for(rec.prim)
-    if rule is _zero_rule:
+    if rule is _zero_rule or (rule is astype_rule and not np.issubdtype(
+            rec.params["dtype"], np.inexact)):
         return _EMPTY
-    if rule in (_elementwise_rule, _reduction_rule, _dense_rule):
+    if rule is _product_rule:
+        for k, p in enumerate(raw):
+            if p is None and not isinstance(rec.consts[k], _core.Box) \
+                    and not np.all(np.asarray(rec.consts[k]) != 0):
+                return _EMPTY                    # times a constant 0
+        return _union([_row_set(p) for p in raw if p is not None])
+    if type(rule) is elementwise_in:
+        return _union([_row_set(p) for k, p in enumerate(raw)
+                       if p is not None and k in rule.args])
+    if rule in (_elementwise_rule, _reduction_rule, _dense_rule, _along_axis_rule,
+                astype_rule):
         # an element unions its operands' elements (all of them, for a
         # reduction to one element or the dense superset)
         return _union([_row_set(p) for p in raw if p is not None])
@@ -315,7 +443,10 @@ def _one_element(rec, raw: list, shapes: list):
 
 
 def _rule_for(prim) -> Callable:
-    rule = SPARSITY_RULES.get(prim.name)
+    """The primitive's declared rule; a primitive that declares none (the test
+    over every primitive fails on those) gets the elementwise rule if it is
+    elementwise, else the dense superset."""
+    rule = getattr(prim, "sparsity", None)
     if rule is None:
         rule = _elementwise_rule if getattr(prim, "elementwise", False) else _dense_rule
     return rule
@@ -367,6 +498,62 @@ def tape_sparsity(tape) -> tuple[list, int]:
         return _clean(_rule_for(rec.prim)(rec, ppats, shapes, out_shape, N))
 
     return _sparsity.propagate(op, a, b, object_rule, _row_set), N
+
+
+class _Unique:
+    """A key atom equal only to itself: a value the key cannot compare."""
+    __slots__ = ()
+
+
+def _digest(v: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.ascontiguousarray(v).view(np.uint8).ravel(),
+                           digest_size=16).digest()
+
+
+def _atoms(obj) -> tuple:
+    """``obj`` (parameters, constants) flattened to comparable atoms, without
+    recursion; anything unknown becomes a ``_Unique`` (the key never matches)."""
+    out, stack = [], [obj]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if v is None or v is Ellipsis or t in (bool, int, float, str):
+            out.append((t.__name__, v))
+        elif t is slice:
+            out.append("slice")
+            stack += [v.step, v.stop, v.start]
+        elif t is tuple or t is list:
+            out.append((t.__name__, len(v)))
+            stack.extend(reversed(v))
+        elif t is dict and all(type(k) is str for k in v):
+            out.append(("dict", tuple(v)))
+            stack.extend(reversed(list(v.values())))
+        elif t is np.ndarray and v.dtype != object:
+            out.append(("array", v.dtype.str, v.shape, _digest(v)))
+        elif isinstance(v, np.generic) and t is not np.object_:
+            out.append(("scalar", v.dtype.str, _digest(np.asarray(v))))
+        elif isinstance(v, np.dtype):
+            out.append(("dtype", v.str))
+        else:
+            out.append(_Unique())
+    return tuple(out)
+
+
+def recording_key(tape, out) -> tuple:
+    """Everything the pattern of ``out`` on ``tape`` depends on: the tape's
+    structure, and each object node's primitive, shape, parameters and
+    constant arguments.  Two recordings with equal keys have the same
+    pattern (scalar constants do not enter: the C loop does not read them);
+    a value the key cannot compare makes it equal to no other key."""
+    op, a, b = tape.export_nodes()
+    parts = [op.tobytes(), a.tobytes(), b.tobytes(), tuple(tape.inputs),
+             out.idx if type(out) is Tracer and out.tape is tape else None,
+             int(np.size(_core.concrete(out)))]
+    for i in np.flatnonzero(op == 1).tolist():
+        rec = tape.record(i)
+        parts.append((rec.prim, rec.parents, _shape(rec.ans), _atoms(rec.consts),
+                      _atoms(rec.params)))
+    return tuple(parts)
 
 
 def _output_pattern(tape, out, n: int) -> sp.csr_array:

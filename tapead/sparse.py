@@ -26,11 +26,11 @@ import scipy.sparse as sp
 
 from tapead import coloring as _coloring
 from tapead._core import Tracer
-from tapead.patterns import SPARSITY_RULES, _output_pattern, tape_sparsity
+from tapead.patterns import _output_pattern, recording_key, tape_sparsity
 from tapead.transforms import _record, grad
 
 __all__ = ["jacobian_sparsity", "sparse_jacobian", "hessian_sparsity",
-           "sparse_hessian", "tape_sparsity", "SPARSITY_RULES"]
+           "sparse_hessian", "tape_sparsity"]
 
 
 def _vector(x, what: str) -> np.ndarray:
@@ -44,6 +44,12 @@ def _vector(x, what: str) -> np.ndarray:
         raise ValueError(f"{what} needs a float array, got dtype {x.dtype}; "
                          "pass x.astype(float)")
     return x
+
+
+def _same_pattern(P: sp.csr_array, Q: sp.csr_array) -> bool:
+    """Whether two canonical (sorted, duplicate-free) patterns are equal."""
+    return (P.shape == Q.shape and np.array_equal(P.indptr, Q.indptr)
+            and np.array_equal(P.indices, Q.indices))
 
 
 def _tangents(tape, out, seed_t: np.ndarray, m: int) -> np.ndarray:
@@ -136,12 +142,15 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
                     order: str = "auto") -> Callable:
     """The Jacobian of ``f`` as a sparse matrix, by coloring and forward mode.
 
-    The pattern (:func:`jacobian_sparsity`) and its column coloring are
-    computed at the first call for an input shape and cached; every call
-    records ``f`` once and pushes K = number of colors seed directions
-    through the tape in one forward sweep, then reads the nonzeros off the
-    compressed product ``J @ S``.  Recording at every call (rather than
-    replaying one recording) keeps Python branches on ``x`` right.
+    Every call records ``f`` once and pushes K = number of colors seed
+    directions through the tape in one forward sweep, then reads the
+    nonzeros off the compressed product ``J @ S``.  The pattern
+    (:func:`jacobian_sparsity`) and its coloring are cached per input shape
+    and reused while the recording has the same structure, parameters and
+    constants (then its pattern is the same); a recording that differs (a
+    Python branch, ``x[np.argsort(x)]``, a ``where`` on ``x > 0`` that
+    picked other elements) gets its own pattern, and a new coloring if that
+    pattern changed.
 
     Parameters
     ----------
@@ -181,15 +190,20 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
 
     def recovery_at(tape, out, x):
         key = (x.shape, x.dtype.str)
-        if key not in cache:
-            P = _output_pattern(tape, out, x.size)
-            if rows:                        # color the columns of J.T
-                P = sp.csr_array(P.T)
-                P.sort_indices()
+        rkey = recording_key(tape, out)
+        entry = cache.get(key)
+        if entry is not None and entry[0] == rkey:     # same recording: same pattern
+            return entry[2:]
+        P = _output_pattern(tape, out, x.size)
+        if rows:                            # color the columns of J.T
+            P = sp.csr_array(P.T)
+            P.sort_indices()
+        if entry is None or not _same_pattern(entry[1], P):
             colors = _coloring.column_coloring(P, order=order)
             rec = _coloring.jacobian_recovery(P, colors)
-            cache[key] = (rec, np.ascontiguousarray(rec.seed.T))
-        return cache[key]
+            entry = (rkey, P, rec, np.ascontiguousarray(rec.seed.T))
+        cache[key] = (rkey,) + entry[1:]
+        return entry[2:]
 
     @functools.wraps(f)
     def jac(x):
@@ -216,11 +230,13 @@ def sparse_hessian(f: Callable, coloring: str = "star",
     """The Hessian of a scalar ``f`` as a sparse matrix, forward over reverse.
 
     The gradient ``grad(f)`` is recorded on an outer tape; its Jacobian
-    pattern, symmetrized, is the Hessian pattern (cached per input shape with
-    its coloring and recovery).  Each call records the gradient once and
-    pushes K = number of colors directions through that tape in one forward
-    sweep (``H @ S``) that visits only the nodes the gradient depends on (not
-    ``f``'s own value), then recovers the nonzeros.  The gradient is
+    pattern, symmetrized, is the Hessian pattern (cached per input shape
+    with its coloring and recovery while the recording's structure,
+    parameters and constants stay the same, read afresh when they differ).
+    Each call records the gradient once and pushes K = number of colors
+    directions through that tape in one forward sweep (``H @ S``) that
+    visits only the nodes the gradient depends on (not ``f``'s own value),
+    then recovers the nonzeros.  The gradient is
     recorded afresh at every call: a recorded gradient tape holds constants
     its rules derived from ``x`` (``sign(x)`` for ``abs``, the mask of
     ``maximum``, the branch a Python ``if`` took), which a replay at a new
@@ -261,11 +277,16 @@ def sparse_hessian(f: Callable, coloring: str = "star",
 
     def recovery_at(tape, out, x):
         key = (x.shape, x.dtype.str)
-        if key not in cache:
-            P = _symmetric(_output_pattern(tape, out, x.size))
+        rkey = recording_key(tape, out)
+        entry = cache.get(key)
+        if entry is not None and entry[0] == rkey:     # same recording: same pattern
+            return entry[2:]
+        P = _symmetric(_output_pattern(tape, out, x.size))
+        if entry is None or not _same_pattern(entry[1], P):
             rec = recovery_fn(P, color_fn(P, order=order))
-            cache[key] = (rec, np.ascontiguousarray(rec.seed.T))
-        return cache[key]
+            entry = (rkey, P, rec, np.ascontiguousarray(rec.seed.T))
+        cache[key] = (rkey,) + entry[1:]
+        return entry[2:]
 
     @functools.wraps(f)
     def hess(x):

@@ -34,9 +34,12 @@ def test_table_errors(tmp_path):
     finally:
         sys.path.pop(0)
     bad = tmp_path / "ops.txt"
-    bad.write_text("add 10 binary add add 0 -\nsub 10 binary subtract subtract 0 -\n")
+    bad.write_text("add 10 binary add add 0 0 -\nsub 10 binary subtract subtract 0 0 -\n")
     with pytest.raises(SystemExit, match="used twice"):
         gen_opcodes.read_table(bad)
-    bad.write_text("add 40 binary add add 0 -\n")
+    bad.write_text("add 40 binary add add 0 0 -\n")
     with pytest.raises(SystemExit, match=r"\[10, 30\)"):
+        gen_opcodes.read_table(bad)
+    bad.write_text("add 10 binary add add 0 2 -\n")
+    with pytest.raises(SystemExit, match="zero column"):
         gen_opcodes.read_table(bad)

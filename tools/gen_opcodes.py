@@ -33,6 +33,7 @@ class Op(NamedTuple):
     entry: str
     ufunc: str
     fresh: bool
+    zero: bool
     convention: str
 
     @property
@@ -46,10 +47,12 @@ def read_table(path: pathlib.Path = TABLE) -> List[Op]:
     for lineno, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        parts = line.split(None, 6)
-        if len(parts) != 7:
-            raise SystemExit(f"{path}:{lineno}: expected 7 columns, got {len(parts)}")
-        name, number, kind, entry, ufunc, fresh, convention = parts
+        parts = line.split(None, 7)
+        if len(parts) != 8:
+            raise SystemExit(f"{path}:{lineno}: expected 8 columns, got {len(parts)}")
+        name, number, kind, entry, ufunc, fresh, zero, convention = parts
+        if zero not in ("0", "1"):
+            raise SystemExit(f"{path}:{lineno}: the zero column is 0 or 1, got {zero!r}")
         if kind not in KINDS:
             raise SystemExit(f"{path}:{lineno}: kind {kind!r} is not one of {KINDS}")
         n = int(number)
@@ -58,7 +61,7 @@ def read_table(path: pathlib.Path = TABLE) -> List[Op]:
             raise SystemExit(f"{path}:{lineno}: a {kind} opcode must be in [{lo}, {hi})")
         if kind in ("binary", "const", "unary") and not name.isidentifier():
             raise SystemExit(f"{path}:{lineno}: bad name {name!r}")
-        ops.append(Op(name, n, kind, entry, ufunc, fresh == "1", convention))
+        ops.append(Op(name, n, kind, entry, ufunc, fresh == "1", zero == "1", convention))
     numbers = [op.number for op in ops]
     if len(set(numbers)) != len(numbers):
         raise SystemExit(f"{path}: an opcode number is used twice")
@@ -80,7 +83,13 @@ def _pxd(ops: List[Op]) -> str:
         lines.append(f"    {op.enum} = {op.number}{note}")
     lines += ["", "cdef enum:",
               "    FIRST_BINARY = 10", "    FIRST_CONST = 30", "    FIRST_UNARY = 50",
-              f"    LAST_OP = {last}", ""]
+              f"    LAST_OP = {last}", "",
+              "",
+              "cdef inline bint zero_derivative(int op) noexcept nogil:",
+              '    """Whether the opcode\'s partials are identically zero: its node adds',
+              '    no dependence (sparsity propagation)."""',
+              "    return " + (" or ".join(f"op == {op.enum}" for op in ops if op.zero)
+                              or "False"), ""]
     return "\n".join(lines)
 
 
@@ -99,7 +108,10 @@ def _names(ops: List[Op]) -> str:
         "BINARY_OPCODES = frozenset(range(FIRST_BINARY, FIRST_CONST))",
         "#: unary ops whose Python rule's d(x, ans) always builds a new array",
         "FRESH_UNARY = frozenset([" + ", ".join(
-            f'"{op.name}"' for op in ops if op.kind == "unary" and op.fresh) + "])", ""])
+            f'"{op.name}"' for op in ops if op.kind == "unary" and op.fresh) + "])",
+        "#: ops whose partials are identically zero (no dependence)",
+        "ZERO_DERIVATIVE = frozenset([" + ", ".join(
+            f'"{op.name}"' for op in ops if op.zero) + "])", ""])
 
 
 def _entries(ops: List[Op]) -> List[Op]:

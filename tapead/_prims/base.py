@@ -1,9 +1,15 @@
 """The ``Primitive`` object: one home for a primitive's rules.
 
 A primitive bundles its primal implementation (a numpy function), one VJP
-rule and one JVP rule per differentiable argument, and an optional batched
-JVP.  Rules are written with ``tapead.numpy`` operations, so they are
-themselves differentiable (that is how second derivatives work).
+rule and one JVP rule per differentiable argument, its batched JVP
+(``defbatched``: K directions at once) and its sparsity rule
+(``defsparsity``: which input elements each output element depends on).
+Rules are written with ``tapead.numpy`` operations, so they are themselves
+differentiable (that is how second derivatives work).  Every primitive
+declares a batching and a sparsity rule, or says explicitly that it has none
+(``PER_DIRECTION``, ``patterns.DENSE`` with a reason); the family helpers
+(``defelementwise``, ``defzero``) declare both for a whole family;
+structural primitives pair their batched rule with ``patterns.MOVE``.
 """
 from __future__ import annotations
 
@@ -16,6 +22,29 @@ from tapead.errors import MissingRuleError
 
 
 ShapeOnly = _core.ShapeOnly
+
+
+class _Declared:
+    """A named stand-in for a rule: a declared fallback, not a function."""
+
+    def __init__(self, name: str, doc: str):
+        self.name = name
+        self.__doc__ = doc
+
+    def __repr__(self):
+        return self.name
+
+
+#: declared batching fallback: the JVP once per direction (correct, K times the work)
+PER_DIRECTION = _Declared("PER_DIRECTION", "batched JVP = the JVP once per direction")
+#: declared batching of elementwise primitives: their JVP rules broadcast over
+#: the leading direction axis (``Primitive.jvp_many``)
+BROADCAST = _Declared("BROADCAST", "elementwise: the JVP broadcast over the directions")
+
+
+def _no_tangent(tans, ans, vals, params, K):
+    """Batched JVP of a primitive whose derivative is zero."""
+    return None
 
 
 class Primitive(_core.PrimitiveBase):
@@ -56,6 +85,12 @@ class Primitive(_core.PrimitiveBase):
         self.jvp_any = None
         self.jvp_batched = None
         self.save_fn = None
+        #: the declared batched JVP (a rule, PER_DIRECTION or BROADCAST; None: undeclared)
+        self.batching = None
+        #: the sparsity rule (tapead.patterns; None: undeclared) and why it is
+        #: the dense fallback when it is
+        self.sparsity = None
+        self.sparsity_reason = None
 
     # -- registration ----------------------------------------------------
     def defvjp(self, *rules: Optional[Callable]) -> "Primitive":
@@ -76,6 +111,39 @@ class Primitive(_core.PrimitiveBase):
     def defjvp_any(self, rule: Callable) -> "Primitive":
         """A rule for every argument: ``rule(k, t, ans, *args, **params)``."""
         self.jvp_any = rule
+        return self
+
+    def defbatched(self, rule) -> "Primitive":
+        """The batched JVP: ``rule(tans, ans, vals, params, K)``, where ``tans[k]``
+        is the tangent of argument k with a leading axis of K directions (None
+        for zero); returns the output tangents ``(K,) + ans.shape`` (None for
+        zero).  ``PER_DIRECTION`` declares that the JVP runs once per direction;
+        ``BROADCAST`` (elementwise primitives) that the JVP rules broadcast."""
+        if rule is None:
+            raise TypeError(f"{self.name}.defbatched(None): pass a rule, PER_DIRECTION "
+                            "or BROADCAST")
+        if rule is BROADCAST and not self.elementwise:
+            raise TypeError(f"{self.name}.defbatched(BROADCAST): only elementwise "
+                            "primitives broadcast their JVP over directions")
+        self.batching = rule
+        self.jvp_batched = None if isinstance(rule, _Declared) else rule
+        return self
+
+    def defsparsity(self, rule: Callable, reason: Optional[str] = None) -> "Primitive":
+        """The sparsity rule ``rule(rec, pats, shapes, out_shape, N) -> pattern``
+        (see :mod:`tapead.patterns`): valid at every point, since a pattern is
+        reused across points.  ``reason`` says why the pattern is coarser than
+        the nonzeros at a point; ``patterns.DENSE`` (every output element
+        depends on everything the inputs depend on) needs one."""
+        from tapead import patterns
+        if not callable(rule):
+            raise TypeError(f"{self.name}.defsparsity: the rule must be callable, got "
+                            f"{rule!r}")
+        if rule is patterns.DENSE and not reason:
+            raise TypeError(f"{self.name}.defsparsity(DENSE) needs reason=...: say why "
+                            "the structural pattern is dense")
+        self.sparsity = rule
+        self.sparsity_reason = reason
         return self
 
     # -- forward mode (the core calls these) --------------------------
@@ -165,3 +233,25 @@ class Primitive(_core.PrimitiveBase):
                 _core.check_derivative_kind(self, r, ans)
                 out[d] += r
         return out
+
+
+# ---------------------------------------------------------------------------
+# family helpers: batching and sparsity for a whole family at once
+# ---------------------------------------------------------------------------
+
+def defelementwise(prim: Primitive, args=None) -> Primitive:
+    """Elementwise family: the JVP broadcasts over directions; output element e
+    depends on element e of every operand (of ``args`` only, when given)."""
+    from tapead import patterns
+    prim.defbatched(BROADCAST)
+    return prim.defsparsity(patterns.ELEMENTWISE if args is None
+                            else patterns.elementwise_in(*args))
+
+
+def defzero(prim: Primitive) -> Primitive:
+    """Zero-derivative family (floor, sign, stop_gradient...): no tangent in any
+    direction, empty pattern."""
+    from tapead import patterns
+    prim.defbatched(_no_tangent)
+    return prim.defsparsity(patterns.ZERO)
+

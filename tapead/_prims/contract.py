@@ -24,6 +24,7 @@ import string
 import numpy as np
 
 from tapead._core import Box, bind, concrete, is_complex
+from tapead import patterns
 from tapead._prims.base import Primitive
 from tapead.errors import ShapeError
 
@@ -224,7 +225,8 @@ def contraction(name, impl, unary=False):
     prim = Primitive(name, impl, saves=() if unary else None)
     prim.defvjp_any(_vjp)
     prim.defjvp_any(_jvp)
-    prim.jvp_batched = _jvp_batched
+    prim.defbatched(_jvp_batched)
+    prim.defsparsity(patterns.CONTRACTION)
     prim.complex_ok = True        # multilinear, no conjugates: JAX's convention holds
     return prim
 

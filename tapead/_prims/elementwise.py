@@ -15,7 +15,8 @@ import scipy.special as sps
 from tapead import _core
 from tapead._core import Box, concrete, is_complex
 from tapead._core import apply_binary as binary, apply_unary as unary
-from tapead._prims.base import Primitive, ShapeOnly
+from tapead import patterns
+from tapead._prims.base import (BROADCAST, Primitive, ShapeOnly, defelementwise, defzero)
 from tapead.errors import NonDifferentiableError
 
 OP = _core.OPCODES
@@ -93,6 +94,8 @@ def _unary(name, npfunc, d, saves=None, ufunc=None):
     else:
         prim.defvjp(lambda g, ans, x: g * d(x, ans))
     prim.defjvp(lambda t, ans, x: t * d(x, ans))
+    defelementwise(prim)
+    prim.partial = d          # d(x, ans), the local derivative (tapead.scaly derives from it)
     if opcode >= 0:
         UNARY[opcode] = prim
 
@@ -137,6 +140,7 @@ def _partner(name, npfunc, sign):
     prim.defvjp(lambda g, ans, x, s: g * (sign * s), lambda g, ans, x, s: None)
     prim.defjvp(lambda t, ans, x, s: t * (sign * s), lambda t, ans, x, s: None)
     prim.nondiff_args = frozenset([1])
+    defelementwise(prim, args=(0,))          # s is a hint: no dependence through it
     return prim
 
 
@@ -163,6 +167,7 @@ negative = _unary("neg", np.negative, lambda x, a: -1.0, saves=(), ufunc=np.nega
 positive = _unary("pos", np.positive, lambda x, a: 1.0, saves=(), ufunc=np.positive)
 absolute = _unary("abs", np.abs, lambda x, a: np.sign(concrete(x)), ufunc=np.absolute)
 sign = _unary("sign", np.sign, lambda x, a: 0.0 * a, saves=(), ufunc=np.sign)
+sign.prim.defsparsity(patterns.ZERO)         # piecewise constant: no dependence
 relu = _unary("relu", lambda x: np.maximum(x, 0), lambda x, a: _mask(concrete(x) > 0, x))
 sin = _unary("sin", np.sin, lambda x, a: _cos_given_sin(x, a), ufunc=np.sin)
 cos = _unary("cos", np.cos, lambda x, a: -_sin_given_cos(x, a), ufunc=np.cos)
@@ -229,6 +234,7 @@ def _binary(name, npfunc, dx, dy, saves=None, ufunc=None):
                 lambda g, ans, x, y: unbroadcast(y, g * dy(x, y, ans)))
     prim.defjvp(lambda t, ans, x, y: t * dx(x, y, ans),
                 lambda t, ans, x, y: t * dy(x, y, ans))
+    defelementwise(prim)
     BINARY[opcode] = prim
 
     def func(x, y):
@@ -247,6 +253,8 @@ def _binary(name, npfunc, dx, dy, saves=None, ufunc=None):
 
 def _pow_dx(x, y, ans):
     # y * x**(y-1), with 0 where y == 0 (x**0 == 1 has no slope)
+    if (type(x) is float or type(x) is int) and not isinstance(y, Box):
+        x = np.float64(x)        # 0.0 ** -1.0: inf (numpy), not ZeroDivisionError
     yc = concrete(y)
     if np.all(yc != 0):
         return y * x ** (y - 1.0)
@@ -258,7 +266,9 @@ def _pow_dy(x, y, ans):
     if type(x) is float or type(x) is int:
         if x < 0 and is_complex(ans):                          # x**y = e^{y log x}, log x complex
             return ans * complex(np.log(complex(x)))
-        return 0.0 * ans if x == 0 else ans * math.log(x)     # a weak Python float
+        if x == 0:                                            # a weak Python float
+            return 0.0 * ans
+        return ans * (math.log(x) if x > 0 else math.nan)     # log(x < 0): nan, as numpy
     if is_complex(ans) and not is_complex(x):
         x = x + 0j                   # a real base of a complex power: its complex log
     zero = concrete(ans) == 0
@@ -309,6 +319,7 @@ def _times(g, v):
 
 multiply.prim.defvjp(lambda g, ans, x, y: unbroadcast(x, _times(g, y)),
                      lambda g, ans, x, y: unbroadcast(y, _times(g, x)))
+multiply.prim.defsparsity(patterns.PRODUCT)  # a constant factor's zeros cut the dependence
 
 for _f in (add, subtract, multiply, divide, power):
     _f.prim.complex_ok = True
@@ -324,12 +335,16 @@ hypot = _binary("hypot", np.hypot, lambda x, y, a: x / a, lambda x, y, a: y / a,
 # ---------------------------------------------------------------------------
 
 where_p = Primitive("where", np.where, saves=(0,), elementwise=True)
+# the branch not taken gets 0, not 0 * g: an inf or nan there (d/dx x**(y-1) at
+# x = 0 under pow's y == 0 convention) must not leak through as 0 * inf = nan
 where_p.defvjp(None,
-               lambda g, ans, c, x, y: unbroadcast(x, where(c, g, 0.0 * g)),
-               lambda g, ans, c, x, y: unbroadcast(y, where(c, 0.0 * g, g)))
+               lambda g, ans, c, x, y: unbroadcast(x, where(c, g, 0.0)),
+               lambda g, ans, c, x, y: unbroadcast(y, where(c, 0.0, g)))
 where_p.defjvp(None,
-               lambda t, ans, c, x, y: where(c, t, 0.0 * t),
-               lambda t, ans, c, x, y: where(c, 0.0 * t, t))
+               lambda t, ans, c, x, y: where(c, t, 0.0),
+               lambda t, ans, c, x, y: where(c, 0.0, t))
+where_p.defbatched(BROADCAST)
+where_p.defsparsity(patterns.WHERE)          # x's element where c holds, y's elsewhere
 
 
 where_p.complex_ok = True
@@ -411,14 +426,17 @@ real_p = Primitive("real", np.real, saves=(), linear=True, elementwise=True)
 real_p.defvjp(lambda g, ans, x: astype(g, x.dtype))       # g + 0i, in z's dtype
 real_p.defjvp(lambda t, ans, x: real(t))
 real_p.complex_ok = True
+defelementwise(real_p)
 imag_p = Primitive("imag", np.imag, saves=(), linear=True, elementwise=True)
 imag_p.defvjp(lambda g, ans, x: g * -1j)
 imag_p.defjvp(lambda t, ans, x: imag(t))
 imag_p.complex_ok = True
+defelementwise(imag_p)
 conj_p = Primitive("conjugate", np.conjugate, saves=(), linear=True, elementwise=True)
 conj_p.defvjp(lambda g, ans, x: conjugate(g))
 conj_p.defjvp(lambda t, ans, x: conjugate(t))
 conj_p.complex_ok = True
+defelementwise(conj_p)
 
 
 def real(x):
@@ -470,6 +488,7 @@ stop_gradient_p = Primitive("stop_gradient", lambda x: np.array(x, copy=True)
 stop_gradient_p.defvjp(lambda g, ans, x: None)
 stop_gradient_p.defjvp(lambda t, ans, x: None)
 stop_gradient_p.complex_ok = True
+defzero(stop_gradient_p)
 
 
 def stop_gradient(x):
@@ -524,6 +543,8 @@ def _astype_jvp(t, ans, x, dtype):
 astype_p.defvjp(_astype_vjp)
 astype_p.defjvp(_astype_jvp)
 astype_p.complex_ok = True
+astype_p.defbatched(BROADCAST)
+astype_p.defsparsity(patterns.astype_rule)   # none to integer/bool dtypes
 
 
 def astype(x, dtype, copy=True):

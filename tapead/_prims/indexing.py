@@ -27,6 +27,7 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box, Scatter, bind
+from tapead import patterns
 from tapead._prims.base import Primitive
 
 
@@ -150,8 +151,9 @@ def _batched_getitem(t, idx):
     return _k_first(_k_last(t)[_expand_ellipsis(idx, np.ndim(t) - 1)])
 
 
-getitem_p.jvp_batched = lambda tans, ans, vals, params, K: _batched_getitem(
-    tans[0], params["idx"])
+getitem_p.defbatched(lambda tans, ans, vals, params, K: _batched_getitem(
+    tans[0], params["idx"]))
+getitem_p.defsparsity(patterns.MOVE)
 
 
 def getitem(x, idx):
@@ -195,8 +197,9 @@ def _index_add_batched(tans, ans, vals, params, K):
 
 index_add_p = Primitive("index_add_zeros", _index_add_impl, saves=(), linear=True)
 index_add_p.defvjp(lambda g, ans, u, idx, shape, dtype: getitem(g, idx))
+index_add_p.defbatched(_index_add_batched)
+index_add_p.defsparsity(patterns.INDEX_ADD_ZEROS)
 index_add_p.complex_ok = True      # linear: the same rule holds for complex values
-index_add_p.jvp_batched = _index_add_batched
 
 
 def index_add_zeros(g, idx, shape, dtype):
@@ -284,7 +287,8 @@ def _update_batched(tans, ans, vals, params, K):
 
 index_update_p = Primitive("index_update", _update_impl, saves=(), linear=True)
 index_update_p.defvjp(_update_vjp_x, _update_vjp_v)
-index_update_p.jvp_batched = _update_batched
+index_update_p.defbatched(_update_batched)
+index_update_p.defsparsity(patterns.INDEX_UPDATE)     # "set" moves, "add" unions
 
 
 def index_update(x, v, idx, mode="set"):
@@ -383,8 +387,9 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 # copy ------------------------------------------------------------------------------
 copy_p = Primitive("copy", lambda x: np.array(x, copy=True), saves=(), linear=True)
 copy_p.defvjp(lambda g, ans, x: g)
+copy_p.defbatched(lambda tans, ans, vals, params, K: tans[0])
+copy_p.defsparsity(patterns.MOVE)
 copy_p.complex_ok = True      # linear: the same rule holds for complex values
-copy_p.jvp_batched = lambda tans, ans, vals, params, K: tans[0]
 
 
 def copy(a, order="K", subok=False):

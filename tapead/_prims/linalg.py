@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead import _core
+from tapead import _core, patterns
 from tapead._core import Box, bind, concrete, ndim_of
-from tapead._prims.base import Primitive
+from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead._prims.contract import _dtype_of, dot_nd, einsum
 from tapead.errors import ShapeError
 
@@ -71,6 +71,8 @@ def _matmul_vjp_b(g, ans, a, b):
 matmul_p = Primitive("matmul", np.matmul)
 matmul_p.defvjp(_matmul_vjp_a, _matmul_vjp_b)
 matmul_p.defjvp(lambda t, ans, a, b: matmul(t, b), lambda t, ans, a, b: matmul(a, t))
+matmul_p.defbatched(PER_DIRECTION)
+matmul_p.defsparsity(patterns.MATMUL)
 matmul_p.fast_vjp = _core.FAST_VJP["matmul"]      # the sweep's C shortcut for plain 2-d
 matmul_p.complex_ok = True    # bilinear: transposes, no conjugates (JAX's convention)
 
@@ -206,6 +208,9 @@ solve_p.defvjp(lambda g, ans, a, b: _unbroadcast(a, -matmul(solve(_mT(a), g), _m
                lambda g, ans, a, b: _unbroadcast(b, solve(_mT(a), g)))
 solve_p.defjvp(lambda t, ans, a, b: -solve(a, matmul(t, ans)),        # dx = -A^-1 dA x
                lambda t, ans, a, b: solve(a, t))
+solve_p.defbatched(PER_DIRECTION)
+solve_p.defsparsity(patterns.DENSE, reason="x = A^-1 b: every entry of x depends on every "
+                    "entry of A and b")
 
 
 def solve(a, b):
@@ -261,8 +266,9 @@ def solve(a, b):
 inv_p = Primitive("inv", lambda a: _lapack("inv", np.linalg.inv, a, hint=_SINGULAR), saves=())
 inv_p.defjvp(lambda t, ans, a: -matmul(ans, matmul(t, ans)))
 inv_p.defvjp(lambda g, ans, a: -matmul(_mT(ans), matmul(g, _mT(ans))))
-inv_p.jvp_batched = lambda tans, ans, vals, params, K: -np.matmul(
-    ans, np.matmul(tans[0], ans))                   # K directions in one broadcast
+inv_p.defbatched(lambda tans, ans, vals, params, K: -np.matmul(
+    ans, np.matmul(tans[0], ans)))                   # K directions in one broadcast
+inv_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def inv(a):
@@ -294,6 +300,8 @@ def inv(a):
 det_p = Primitive("det", np.linalg.det, saves=(0,))
 det_p.defjvp(lambda t, ans, a: ans * _trace(solve(a, t)))
 det_p.defvjp(lambda g, ans, a: _bmat(g * ans) * _mT(inv(a)))
+det_p.defbatched(PER_DIRECTION)
+det_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def det(a):
@@ -331,6 +339,8 @@ def _slogdet_jvp(t, ans, a):
 slogdet_p = Primitive("slogdet", _slogdet_impl, saves=(0,))
 slogdet_p.defjvp(_slogdet_jvp)
 slogdet_p.defvjp(lambda g, ans, a: _bmat(g[..., 1]) * _mT(inv(a)))
+slogdet_p.defbatched(PER_DIRECTION)
+slogdet_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def slogdet(a):
@@ -380,6 +390,8 @@ def _pinv_vjp_of(G, A, P):
 pinv_p = Primitive("pinv", lambda a, **kw: np.linalg.pinv(a, **kw), saves=(0,))
 pinv_p.defjvp(lambda t, ans, a, **kw: _pinv_jvp_of(t, a, ans))
 pinv_p.defvjp(lambda g, ans, a, **kw: _pinv_vjp_of(g, a, ans))
+pinv_p.defbatched(PER_DIRECTION)
+pinv_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def pinv(a, rcond=None, hermitian=False, **kwargs):
@@ -413,6 +425,9 @@ lstsq_p.defjvp(lambda t, ans, a, b, rcond=None: matmul(_pinv_jvp_of(t, a, pinv(a
 lstsq_p.defvjp(lambda g, ans, a, b, rcond=None: _pinv_vjp_of(matmul(g, _mT(b)), a,
                                                              pinv(a, rcond)),
                lambda g, ans, a, b, rcond=None: matmul(_mT(pinv(a, rcond)), g))
+lstsq_p.defbatched(PER_DIRECTION)
+lstsq_p.defsparsity(patterns.DENSE, reason="x = pinv(A) b: every entry of x depends on "
+                    "every entry of A and b")
 
 
 def lstsq(a, b, rcond=None):

@@ -15,7 +15,8 @@ import warnings
 import numpy as np
 
 from tapead._core import Box, bind, concrete
-from tapead._prims.base import Primitive
+from tapead import patterns
+from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead._prims.contract import _dtype_of, einsum
 from tapead._prims.linalg import (_any_box, _lapack, _mT, _result_type, _row, _solve_right,
                                   _square, _sym, _tri, matmul, solve)
@@ -25,9 +26,10 @@ _NOT_PD = ("cholesky needs a symmetric positive definite matrix: check that it i
            "symmetric and that its eigenvalues (tapead.numpy.linalg.eigvalsh) are "
            "positive, or add a small multiple of the identity.")
 def _leading_axis_jvps(prim):
-    """``prim.jvp_batched`` for rules that broadcast over a leading axis of K
+    """The batched JVP of rules that broadcast over a leading axis of K
     directions (matmul, broadcasting arithmetic): the K tangents in one call
-    per argument instead of one call per direction."""
+    per argument instead of one call per direction; and the dense pattern of a
+    matrix function."""
     def batched(tans, ans, vals, params, K):
         total = None
         for k, t in enumerate(tans):
@@ -35,8 +37,8 @@ def _leading_axis_jvps(prim):
                 c = prim.jvps[k](t, ans, *vals, **params)
                 total = c if total is None else total + c
         return total
-    prim.jvp_batched = batched
-    return prim
+    prim.defbatched(batched)
+    return prim.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 _EighResult = _result_type("eigh", np.eye(1))
@@ -75,6 +77,8 @@ def _cholesky_impl(a, UPLO="L"):
 cholesky_p = Primitive("cholesky", _cholesky_impl, saves=())
 cholesky_p.defjvp(_cholesky_jvp)
 cholesky_p.defvjp(_cholesky_vjp)
+cholesky_p.defbatched(PER_DIRECTION)
+cholesky_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def cholesky(a, /, *, upper=False):
@@ -192,6 +196,8 @@ def _eigh_vjp(g, ans, a, UPLO="L"):
 eigh_p = Primitive("eigh", _eigh_impl, saves=())
 eigh_p.defjvp(_eigh_jvp)
 eigh_p.defvjp(_eigh_vjp)
+eigh_p.defbatched(PER_DIRECTION)
+eigh_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def eigh(a, UPLO="L"):
@@ -293,6 +299,8 @@ def _qr_vjp(g, ans, a):
 qr_p = Primitive("qr", _qr_impl, saves=())
 qr_p.defjvp(_qr_jvp)
 qr_p.defvjp(_qr_vjp)
+qr_p.defbatched(PER_DIRECTION)
+qr_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
 def qr(a, mode="reduced"):

@@ -25,7 +25,8 @@ import numpy as np
 
 from tapead._core import Box, bind, concrete, guard_value, shape_of
 from tapead._prims import elementwise as ew
-from tapead._prims.base import Primitive
+from tapead import patterns
+from tapead._prims.base import Primitive, defzero
 from tapead._prims.elementwise import absolute, sin, unbroadcast, where
 from tapead._prims.reductions import mean as _mean, sum as _sum
 from tapead._prims.shape import (broadcast_to, concatenate, expand_dims, moveaxis, reshape,
@@ -58,16 +59,12 @@ def _along(axis, ndim, index):
 # piecewise-constant functions: derivative zero, recomputed on replay
 # ---------------------------------------------------------------------------
 
-def _no_tangent(tans, ans, vals, params, K):
-    return None
-
-
 def _zero_derivative(name, npfunc, ufunc=None):
     """A one-argument primitive with derivative zero (VJP/JVP return None)."""
     prim = Primitive(name, npfunc, saves=())
     prim.defvjp(lambda g, ans, x, **p: None)
     prim.defjvp(lambda t, ans, x, **p: None)
-    prim.jvp_batched = _no_tangent
+    defzero(prim)                            # no tangent, empty pattern
 
     def func(x, **params):
         if isinstance(x, Box):
@@ -136,7 +133,9 @@ def _heaviside_batched(tans, ans, vals, params, K):
     return broadcast_to(where(_at_zero(vals[0]), t, 0.0 * t), shape)
 
 
-heaviside_p.jvp_batched = _heaviside_batched
+heaviside_p.defbatched(_heaviside_batched)
+# no dependence on x; elementwise in h0 (only where x == 0, which moves with x)
+heaviside_p.defsparsity(patterns.elementwise_in(1))
 
 
 def heaviside(x, h0):

@@ -20,7 +20,8 @@ import numpy as np
 import scipy.special as sps
 
 from tapead._core import Box, bind, concrete
-from tapead._prims.base import Primitive
+from tapead import patterns
+from tapead._prims.base import PER_DIRECTION, Primitive
 
 
 def _norm_axis(axis, ndim):
@@ -90,7 +91,8 @@ def _sum_batched(tans, ans, vals, params, K):
     return np.sum(tans[0], axis=axes, keepdims=params.get("keepdims", False))
 
 
-sum_p.jvp_batched = _sum_batched
+sum_p.defbatched(_sum_batched)
+sum_p.defsparsity(patterns.REDUCTION)
 sum_p.complex_ok = True      # linear: the same rule holds for complex values
 
 
@@ -183,7 +185,9 @@ def _extremum(name, npfunc):
         w = _tie_weights(vals[0], ans, axis, keepdims)
         return np.sum(tans[0] * w, axis=_batched_axes(axis, np.ndim(vals[0])),
                       keepdims=keepdims)
-    prim.jvp_batched = batched
+    prim.defbatched(batched)
+    prim.defsparsity(patterns.REDUCTION, reason="which element is the extremum moves with "
+                     "the values: structurally the whole group along the axis")
 
     def func(x, axis=None, out=None, keepdims=False, **kw):
         if not isinstance(x, Box):
@@ -279,7 +283,8 @@ def _prod_batched(tans, ans, vals, params, K):
     return np.sum(tans[0] * p, axis=_batched_axes(axis, np.ndim(vals[0])), keepdims=keepdims)
 
 
-prod_p.jvp_batched = _prod_batched
+prod_p.defbatched(_prod_batched)
+prod_p.defsparsity(patterns.REDUCTION)
 
 
 def prod(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
@@ -305,9 +310,10 @@ def _rev_cumsum(x, axis):
 cumsum_p = Primitive("cumsum", lambda x, axis: np.cumsum(x, axis=axis), saves=(),
                      linear=True)
 cumsum_p.defvjp(lambda g, ans, x, axis: _rev_cumsum(g, axis))
+cumsum_p.defbatched(lambda tans, ans, vals, params, K: np.cumsum(
+    tans[0], axis=params["axis"] + 1))
+cumsum_p.defsparsity(patterns.CUMULATIVE)
 cumsum_p.complex_ok = True      # linear: the same rule holds for complex values
-cumsum_p.jvp_batched = lambda tans, ans, vals, params, K: np.cumsum(
-    tans[0], axis=params["axis"] + 1)
 
 
 def _flat_axis(name, x, axis):
@@ -362,6 +368,8 @@ def _cumprod_jvp(t, ans, x, axis):
 cumprod_p = Primitive("cumprod", lambda x, axis: np.cumprod(x, axis=axis), saves=(0,))
 cumprod_p.defvjp(_cumprod_vjp)
 cumprod_p.defjvp(_cumprod_jvp)
+cumprod_p.defbatched(PER_DIRECTION)
+cumprod_p.defsparsity(patterns.CUMULATIVE)
 
 
 def cumprod(x, axis=None, dtype=None, out=None):

@@ -5,6 +5,7 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box, Scatter, bind, is_complex  # noqa: F401  (Scatter: old path)
+from tapead import patterns
 from tapead._prims.base import Primitive
 # indexing lives in its own module; these names stay importable from here
 from tapead._prims.indexing import (  # noqa: F401
@@ -20,8 +21,9 @@ def _any_box(*xs):
 reshape_p = Primitive("reshape", lambda x, shape: np.reshape(x, shape), saves=(), linear=True)
 reshape_p.defvjp(lambda g, ans, x, shape: reshape(g, np.shape(x)))
 reshape_p.complex_ok = True      # linear: the same rule holds for complex values
-reshape_p.jvp_batched = lambda tans, ans, vals, params, K: np.reshape(
-    tans[0], (K,) + np.shape(ans))
+reshape_p.defbatched(lambda tans, ans, vals, params, K: np.reshape(
+    tans[0], (K,) + np.shape(ans)))
+reshape_p.defsparsity(patterns.MOVE)
 
 
 def reshape(x, shape):
@@ -44,8 +46,9 @@ def _transpose_impl(x, axes):
 transpose_p = Primitive("transpose", _transpose_impl, saves=(), linear=True)
 transpose_p.defvjp(lambda g, ans, x, axes: transpose(g, tuple(np.argsort(axes))))
 transpose_p.complex_ok = True      # linear: the same rule holds for complex values
-transpose_p.jvp_batched = lambda tans, ans, vals, params, K: np.transpose(
-    tans[0], (0,) + tuple(a + 1 for a in params["axes"]))
+transpose_p.defbatched(lambda tans, ans, vals, params, K: np.transpose(
+    tans[0], (0,) + tuple(a + 1 for a in params["axes"])))
+transpose_p.defsparsity(patterns.MOVE)
 
 
 def transpose(x, axes=None):
@@ -80,9 +83,10 @@ def _broadcast_vjp(g, ans, x, shape):
 
 broadcast_p.defvjp(_broadcast_vjp)
 broadcast_p.complex_ok = True      # linear: the same rule holds for complex values
-broadcast_p.jvp_batched = lambda tans, ans, vals, params, K: np.broadcast_to(
+broadcast_p.defbatched(lambda tans, ans, vals, params, K: np.broadcast_to(
     np.reshape(tans[0], (K,) + (1,) * (len(params["shape"]) - np.ndim(vals[0]))
-               + np.shape(vals[0])), (K,) + tuple(params["shape"]))
+               + np.shape(vals[0])), (K,) + tuple(params["shape"])))
+broadcast_p.defsparsity(patterns.MOVE)
 
 
 def broadcast_to(x, shape):
@@ -150,7 +154,8 @@ def _concat_batched(tans, ans, vals, params, K):
     return concatenate(parts, axis=params["axis"] + 1)
 
 
-concat_p.jvp_batched = _concat_batched
+concat_p.defbatched(_concat_batched)
+concat_p.defsparsity(patterns.MOVE)
 
 
 def concatenate(xs, axis=0):
@@ -202,7 +207,8 @@ def _stack_batched(tans, ans, vals, params, K):
     return stack(parts, axis=params["axis"] + 1)
 
 
-stack_p.jvp_batched = _stack_batched
+stack_p.defbatched(_stack_batched)
+stack_p.defsparsity(patterns.MOVE)
 
 
 def stack(xs, axis=0):

@@ -9,12 +9,16 @@ first), as in JAX.
 never traced values: their derivatives exist and are zero almost everywhere
 (and undefined at the jumps), which is useless for learning.  Using their
 result as an index (``x[np.argmax(x)]``) differentiates the value selected.
+Such an index is a constant of the recording, guarded so that a replay at a
+point where it differs raises; its sparsity pattern is the recording's (the
+sparse derivatives read the pattern afresh at every call).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from tapead._core import Box, bind, concrete, guard_value
+from tapead import patterns
 from tapead._prims.base import Primitive
 
 
@@ -28,8 +32,9 @@ permute_p = Primitive("permute_along_axis",
                       lambda x, perm, axis: np.take_along_axis(x, perm, axis=axis),
                       saves=(), linear=True)
 permute_p.defvjp(lambda g, ans, x, perm, axis: permute(g, _inverse(perm, axis), axis))
-permute_p.jvp_batched = lambda tans, ans, vals, params, K: np.take_along_axis(
-    tans[0], params["perm"][None], axis=params["axis"] + 1)
+permute_p.defbatched(lambda tans, ans, vals, params, K: np.take_along_axis(
+    tans[0], params["perm"][None], axis=params["axis"] + 1))
+permute_p.defsparsity(patterns.MOVE)         # perm is a constant parameter
 
 
 def permute(x, perm, axis):
@@ -48,8 +53,10 @@ def _perm(x, axis):
 sort_p = Primitive("sort", lambda x, axis: np.sort(x, axis=axis, kind="stable"), saves=(0,))
 sort_p.defvjp(lambda g, ans, x, axis: permute(g, _inverse(_perm(x, axis), axis), axis))
 sort_p.defjvp(lambda t, ans, x, axis: permute(t, _perm(x, axis), axis))
-sort_p.jvp_batched = lambda tans, ans, vals, params, K: np.take_along_axis(
-    tans[0], _perm(vals[0], params["axis"])[None], axis=params["axis"] + 1)
+sort_p.defbatched(lambda tans, ans, vals, params, K: np.take_along_axis(
+    tans[0], _perm(vals[0], params["axis"])[None], axis=params["axis"] + 1))
+sort_p.defsparsity(patterns.ALONG_AXIS, reason="which element lands where moves with the "
+                  "values: structurally the whole line along the axis")
 
 
 def _check_order(name, order):

@@ -19,7 +19,7 @@ import scipy.special as sps
 
 from tapead._core import Box, bind
 from tapead._prims import elementwise as ew
-from tapead._prims.base import Primitive
+from tapead._prims.base import Primitive, defelementwise
 from tapead._prims.elementwise import exp, log, log1p, sigmoid, unbroadcast
 from tapead._prims.reductions import logsumexp
 
@@ -38,6 +38,7 @@ def _polygamma_impl(x, n):
 polygamma_p = Primitive("polygamma", _polygamma_impl, elementwise=True)
 polygamma_p.defvjp(lambda g, ans, x, n: g * polygamma(n + 1, x))
 polygamma_p.defjvp(lambda t, ans, x, n: t * polygamma(n + 1, x))
+defelementwise(polygamma_p)
 
 
 def polygamma(n, x):
@@ -89,6 +90,7 @@ def _binary(name, npfunc, dx, dy):
     prim.defvjp(lambda g, ans, x, y: unbroadcast(x, g * dx(x, y)),
                 lambda g, ans, x, y: unbroadcast(y, g * dy(x, y)))
     prim.defjvp(lambda t, ans, x, y: t * dx(x, y), lambda t, ans, x, y: t * dy(x, y))
+    defelementwise(prim)
 
     def func(x, y):
         if isinstance(x, Box) or isinstance(y, Box):

@@ -31,7 +31,7 @@ from tapead.scaly.control_spec import (LoopSpec, floats, names_of, new_inputs,
                                        step_parts, zero_if_none, fresh, make_function)
 from tapead.scaly.derivatives import GROUP_VJPS, forward_tangents, reverse_adjoints_many
 from tapead.scaly.expr import Expr, reshape, scatter, substitute, zeros
-from tapead.scaly.loops_lower import eval_fn, print_fn
+from tapead.scaly.loops_lower import eval_fn, pick_p, print_fn, print_p
 from tapead.scaly.ops import register
 from tapead.scaly.types import TensorType
 
@@ -353,7 +353,9 @@ def _one_output(group_rule):
 
 for _op, _vjp, _jvp in (("scan", loop_vjp, loop_jvp), ("while_loop", loop_vjp, loop_jvp),
                         ("cond", cond_vjp, cond_jvp), ("custom_call", custom_vjp, custom_jvp)):
-    register(_op, _loop_infer, eval_fn, vjp=_one_output(_vjp), jvp=_jvp)
+    # on the tape, each output of a loop is a pick of the loop node's result
+    register(_op, _loop_infer, eval_fn, vjp=_one_output(_vjp), jvp=_jvp, tape=pick_p)
     GROUP_VJPS[_op] = _vjp
 register("print", lambda ops, a: ops[0].type, print_fn,
-         vjp=lambda g, n: [g], jvp=lambda ts, n: ts[0], jvp_many=lambda ts, n, k: ts[0])
+         vjp=lambda g, n: [g], jvp=lambda ts, n: ts[0], jvp_many=lambda ts, n, k: ts[0],
+         tape=print_p)

@@ -44,14 +44,21 @@ class OpRule:
         tangent carries ``k`` directions as an extra leading axis (shape
         ``(k,) + operand.shape``) and so does the result.  Without it a
         batched forward pass runs ``jvp`` once per direction.
+    tape : Primitive or None
+        The tapead primitive ``fn`` records on a tape (its scalar opcode is
+        ``tape.opcode``): the op's values and derivatives must agree with it,
+        at smooth points and at the conventions of docs/nonsmooth.md (one
+        test compares every pair).  None for leaves and calls.
     """
 
-    __slots__ = ("name", "infer", "fn", "vjp", "jvp", "diff", "jvp_many")
+    __slots__ = ("name", "infer", "fn", "vjp", "jvp", "diff", "jvp_many", "tape")
 
-    def __init__(self, name, infer, fn, vjp=None, jvp=None, diff=True, jvp_many=None):
+    def __init__(self, name, infer, fn, vjp=None, jvp=None, diff=True, jvp_many=None,
+                 tape=None):
         self.name, self.infer, self.fn, self.vjp, self.jvp = name, infer, fn, vjp, jvp
         self.diff = diff
         self.jvp_many = jvp_many
+        self.tape = tape
 
 
 #: op name -> OpRule, filled by tapead.scaly.ops (the only place rules live).

@@ -26,7 +26,7 @@ import numpy as np
 
 from tapead import _core
 from tapead import patterns as _patterns
-from tapead._prims.base import Primitive
+from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead.scaly.expr import Expr, topo_order
 from tapead.scaly.lower import LOWERINGS
 
@@ -531,5 +531,20 @@ def _pick_sparsity(rec, pats, shapes, out_shape, N):
     return _patterns._dense_rule(rec, operand_pats, shapes[1:], out_shape, N)
 
 
-_patterns.SPARSITY_RULES["scaly_loop"] = _patterns._zero_rule
-_patterns.SPARSITY_RULES["scaly_loop_pick"] = _pick_sparsity
+def _print_sparsity(rec, pats, shapes, out_shape, N):
+    """A print is the identity on its value."""
+    if pats[0] is None:
+        return _patterns._empty(int(np.prod(out_shape, dtype=np.int64)), N)
+    return pats[0]
+
+
+# the loop node returns a LoopResult (no values of its own); its picks carry the
+# dependences; tape-level batched JVPs run one pass per direction (the graph API
+# batches loops itself, tapead.scaly.control_batched)
+for _prim in (loop_p, structure_p):
+    _prim.defsparsity(_patterns.ZERO)
+    _prim.defbatched(PER_DIRECTION)
+pick_p.defsparsity(_pick_sparsity)
+pick_p.defbatched(PER_DIRECTION)
+print_p.defsparsity(_print_sparsity)
+print_p.defbatched(PER_DIRECTION)

@@ -28,7 +28,8 @@ import numpy as np
 import tapead.numpy as tnp
 from tapead import _core
 from tapead._core import Tape, Tracer
-from tapead._prims.base import Primitive
+from tapead import patterns
+from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead.scaly.errors import LayoutError
 from tapead.scaly.expr import OPS, Expr, topo_order
 
@@ -100,6 +101,8 @@ def _pack_impl(*scalars, shape):
 #: values become an array on the tape.
 pack_p = Primitive("scaly_pack", _pack_impl, saves=())
 pack_p.defvjp_any(lambda k, g, ans, *xs, shape: tnp.reshape(g, (-1,))[k])
+pack_p.defbatched(PER_DIRECTION)
+pack_p.defsparsity(patterns.MOVE)                  # element k is scalar k
 
 
 class _Elements:

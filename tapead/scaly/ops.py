@@ -12,6 +12,12 @@ rules build new interned expressions:
   tangents of operands are ``None`` when zero.
 
 Unary elementwise ops only state their local partial; both rules follow.
+Each op names its tape counterpart (``OpRule.tape``, the :data:`TAPE` table
+at the end): the primitive ``fn`` records.  Scaly's rules follow the tape's
+conventions at non-smooth points (docs/nonsmooth.md); where the tape's local
+partial is plain arithmetic it is reused rather than restated
+(:func:`_tape_partial`), and ``tests/test_scaly_vs_tape.py`` compares every
+pair, value and first and second derivatives.
 """
 from __future__ import annotations
 
@@ -21,14 +27,17 @@ import numpy as np
 
 import tapead.numpy as tnp
 from tapead import _core
-from tapead._prims.base import Primitive
+from tapead._prims import elementwise as _ew, indexing as _ix, linalg as _la
+from tapead._prims import reductions as _red, shape as _sh
+from tapead._prims.base import Primitive, defzero
 from tapead.scaly.errors import ScalyShapeError
 from tapead.scaly.expr import (OPS, OpRule, apply, const, gather, ones, reshape, scatter)
 from tapead.scaly.types import TensorType, dtypes
 
 
-def register(name, infer, fn, vjp=None, jvp=None, diff=True, jvp_many=None) -> OpRule:
-    rule = OpRule(name, infer, fn, vjp, jvp, diff, jvp_many)
+def register(name, infer, fn, vjp=None, jvp=None, diff=True, jvp_many=None,
+             tape=None) -> OpRule:
+    rule = OpRule(name, infer, fn, vjp, jvp, diff, jvp_many, tape)
     OPS[name] = rule
     return rule
 
@@ -158,10 +167,26 @@ def _pow_fn(a, b):
     return np.power(np.asarray(a, dtype=np.result_type(a, b, np.float64)), b)
 
 
+def _nonzero_const(e) -> bool:
+    return e.op == "const" and bool(np.all(np.asarray(e.attrs["value"]) != 0))
+
+
 def _pow_partials(n):
+    """The tape's convention (``_pow_dx``/``_pow_dy`` in tapead/_prims/elementwise.py,
+    docs/nonsmooth.md): d/dx x**y = 0 where y == 0 (x**0 has no slope, even at
+    x = 0); d/dy x**y = 0 where x**y == 0.  Constant exponents and bases
+    without zeros keep the plain formulas."""
     a, b = n.operands
     da = b * a ** (b - 1.0)
-    db = (a.log() * n) if b.diff else None
+    if not _nonzero_const(b):
+        da = where(b == 0.0, 0.0, da)
+    db = None
+    if b.diff:
+        if _nonzero_const(a):
+            db = a.log() * n
+        else:
+            zero = n == 0.0
+            db = where(zero, 0.0, where(zero, 1.0, a).log() * n)
     return da, db
 
 
@@ -189,15 +214,61 @@ def _unary(name: str, fn: Callable, partial: Callable):
              jvp_many=lambda ts, n, k: ts[0] * partial(n))
 
 
+def _tape_partial(func):
+    """The tape's local partial ``d(x, ans)`` of ``func``, applied to the node's
+    operand and the node (it is plain arithmetic on them)."""
+    d = func.prim.partial
+    return lambda n: d(n.operands[0], n)
+
+
+# sin, cos and abs restate the tape's partial: the tape's reads concrete values
+# (the sign of x) or reuses the partner value (cos given sin)
 _unary("sin", tnp.sin, lambda n: n.operands[0].cos())
 _unary("cos", tnp.cos, lambda n: -n.operands[0].sin())
-_unary("tan", tnp.tan, lambda n: 1.0 + n * n)
-_unary("exp", tnp.exp, lambda n: n)
-_unary("log", tnp.log, lambda n: 1.0 / n.operands[0])
-_unary("sqrt", tnp.sqrt, lambda n: 0.5 / n)
-_unary("tanh", tnp.tanh, lambda n: 1.0 - n * n)
-_unary("abs", tnp.abs, lambda n: apply("sign", n.operands[0]))
+_unary("tan", tnp.tan, _tape_partial(_ew.tan))              # 1 + tan^2
+_unary("exp", tnp.exp, _tape_partial(_ew.exp))
+_unary("log", tnp.log, _tape_partial(_ew.log))
+_unary("sqrt", tnp.sqrt, _tape_partial(_ew.sqrt))
+_unary("tanh", tnp.tanh, _tape_partial(_ew.tanh))
+_unary("abs", tnp.abs, lambda n: apply("sign", n.operands[0]))    # sign(0) = 0, as the tape
 register("sign", _same_float, tnp.sign, diff=False)      # derivative zero
+
+
+# ---------------------------------------------------------------------------
+# where(c, x, y): c a bool expression (no derivative), x and y differentiable
+# ---------------------------------------------------------------------------
+
+def _where_infer(operands, attrs):
+    c, x, y = operands
+    dt = np.result_type(x.dtype, y.dtype)
+    if dt == np.bool_ or not np.issubdtype(dt, np.floating):
+        dt = dtypes.float64
+    return TensorType(_broadcast(operands, "where"), dt)
+
+
+def _where_fn(c, x, y):
+    if any(isinstance(v, _core.Box) for v in (c, x, y)):
+        # the condition stays an operand, so a replayed tape recomputes it
+        return _core.bind(_ew.where_p, c, x, y)
+    return np.where(c, x, y)
+
+
+def where(c, x, y):
+    """``where(c, x, y)`` as an expression (numbers become constants)."""
+    return apply("where", c, x, y)
+
+
+def _where_jvp(ts, n):
+    c = n.operands[0]
+    tx, ty = ts[1], ts[2]
+    if tx is None and ty is None:
+        return None
+    return where(c, 0.0 if tx is None else tx, 0.0 if ty is None else ty)
+
+
+register("where", _where_infer, _where_fn,
+         vjp=lambda g, n: [None, where(n.operands[0], g, 0.0), where(n.operands[0], 0.0, g)],
+         jvp=_where_jvp, jvp_many=elementwise_many(_where_jvp))
 
 
 # ---------------------------------------------------------------------------
@@ -206,12 +277,13 @@ register("sign", _same_float, tnp.sign, diff=False)      # derivative zero
 
 def _comparison(name: str, ufunc):
     prim = Primitive(f"scaly_{name}", ufunc, saves=())
+    defzero(prim)                             # a bool: no derivative, no dependence
 
     def fn(a, b):
         if isinstance(a, _core.Box) or isinstance(b, _core.Box):
             return _core.bind(prim, a, b)
         return ufunc(a, b)
-    register(name, _compare(name), fn, diff=False)
+    register(name, _compare(name), fn, diff=False, tape=prim)
 
 
 for _name, _ufunc in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
@@ -448,3 +520,23 @@ def _matmul_jvp_many(ts, n, k):
 
 register("matmul", _matmul_infer, tnp.matmul, vjp=_matmul_vjp, jvp=_matmul_jvp,
          jvp_many=_matmul_jvp_many)
+
+
+# ---------------------------------------------------------------------------
+# the tape counterpart of every op: the primitive its fn records
+# ---------------------------------------------------------------------------
+
+#: op name -> tapead primitive (comparisons name their own, in _comparison);
+#: tests/test_scaly_vs_tape.py compares values and derivatives of every pair
+TAPE = {
+    "add": _ew.add.prim, "sub": _ew.subtract.prim, "mul": _ew.multiply.prim,
+    "div": _ew.divide.prim, "pow": _ew.power.prim, "neg": _ew.negative.prim,
+    "sin": _ew.sin.prim, "cos": _ew.cos.prim, "tan": _ew.tan.prim, "exp": _ew.exp.prim,
+    "log": _ew.log.prim, "sqrt": _ew.sqrt.prim, "tanh": _ew.tanh.prim,
+    "abs": _ew.absolute.prim, "sign": _ew.sign.prim, "where": _ew.where_p,
+    "sum": _red.sum_p, "reshape": _sh.reshape_p, "gather": _ix.getitem_p,
+    "scatter": _ix.index_update_p, "stack": _sh.stack_p, "transpose": _sh.transpose_p,
+    "matmul": _la.matmul_p,
+}
+for _name, _prim in TAPE.items():
+    OPS[_name].tape = _prim
