@@ -260,7 +260,7 @@ def solve(a, b):
 
 
 # ---------------------------------------------------------------------------
-# inv: dC = -C dA C (seed 001), VJP -C^T g C^T; nothing saved but C
+# inv: dC = -C dA C, VJP -C^T g C^T; nothing saved but C
 # ---------------------------------------------------------------------------
 
 inv_p = Primitive("inv", lambda a: _lapack("inv", np.linalg.inv, a, hint=_SINGULAR), saves=())
