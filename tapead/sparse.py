@@ -35,11 +35,18 @@ __all__ = ["jacobian_sparsity", "sparse_jacobian", "hessian_sparsity",
 
 def _vector(x, what: str) -> np.ndarray:
     if isinstance(x, (list, tuple)):
-        x = np.asarray(x, dtype=float)
+        x = np.asarray(x)
+        if x.dtype.kind in "biu":
+            x = x.astype(float)
     if not isinstance(x, np.ndarray) or x.ndim != 1:
         raise ValueError(
             f"{what} needs a 1-d float array x, got {type(x).__name__} of shape "
             f"{np.shape(x)}; ravel the input (x.ravel()) and reshape inside f")
+    if x.dtype.kind == "c":
+        raise ValueError(f"{what} needs a real float array, got dtype {x.dtype}: sparse "
+                         "derivatives with respect to complex inputs are not supported; "
+                         "write f in terms of the real and imaginary parts "
+                         "(x = np.concatenate([x.real, x.imag]))")
     if x.dtype.kind != "f":
         raise ValueError(f"{what} needs a float array, got dtype {x.dtype}; "
                          "pass x.astype(float)")

@@ -92,3 +92,15 @@ def test_std_conventions_elsewhere():
     # a constant slice of several elements: nan (sqrt at 0), as in JAX
     with np.errstate(all="ignore"):
         assert np.isnan(ta.grad(np.std)(np.ones(3))).all()
+
+
+def test_no_advice_that_drops_an_imaginary_part():
+    """Refusing a complex input must not advise x.astype(float), which would
+    silently drop the imaginary part."""
+    z = np.array([1.0 + 2.0j, 0.5 - 1.0j])
+    for call in (lambda: ta.grad(lambda x: np.sum(np.abs(x)))(z),
+                 lambda: ta.jacobian_sparsity(lambda x: np.abs(x), z),
+                 lambda: ta.sparse_jacobian(lambda x: np.abs(x))(z)):
+        with pytest.raises((TypeError, ValueError)) as info:
+            call()
+        assert "astype(float)" not in str(info.value)
