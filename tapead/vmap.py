@@ -95,19 +95,22 @@ def _arg_names(f, n: int) -> List[str]:
 
 
 def _lane(x, axis: int, i: int):
-    """Lane ``i`` of ``x`` along ``axis`` (a tapead index for boxes; a copy for
-    arrays, so that ``f`` writing into its argument cannot change other lanes)."""
+    """Lane ``i`` of ``x`` (a tapead index along ``axis`` for boxes; for numpy
+    arrays, whose mapped axis was moved first, a copy, so that ``f`` writing
+    into its argument cannot change other lanes)."""
     if isinstance(x, Box):
         return x[(slice(None),) * axis + (i,)]
-    out = np.take(np.asarray(x), i, axis=axis)
-    return out if out.ndim else out[()]
+    lane = x[i]
+    return lane.copy() if type(lane) is np.ndarray else lane
 
 
 def _lane_template(x, axis: int):
-    """A stand-in lane (ones) when the mapped axis has size 0."""
-    shape = tuple(shape_of(x))
-    dtype = np.result_type(_core.concrete(x)) if isinstance(x, Box) else np.asarray(x).dtype
-    return np.ones(shape[:axis] + shape[axis + 1:], dtype=dtype)
+    """A stand-in lane (ones) when the mapped axis has size 0 (numpy arrays
+    have it first already)."""
+    if isinstance(x, Box):
+        shape, dtype = tuple(shape_of(x)), np.result_type(_core.concrete(x))
+        return np.ones(shape[:axis] + shape[axis + 1:], dtype=dtype)
+    return np.ones(x.shape[1:], dtype=x.dtype)
 
 
 def _stack(lanes: list, axis: int):
@@ -174,6 +177,12 @@ class _Mapped:
         leaves.extend(kw_leaves)
         where.extend(["a keyword argument"] * len(kw_leaves))
         in_td = tree_flatten(args)[1]
+        whole, start = set(), 0
+        for j, a in enumerate(args):
+            stop = start + len(tree_flatten(a)[0])
+            if all(ax is None for ax in specs[start:stop]):
+                whole.add(j)
+            start = stop
         n_pos = len(leaves) - len(kw_leaves)
 
         axes, sizes = [], []
@@ -205,11 +214,17 @@ class _Mapped:
         if chunk is not None and (not isinstance(chunk, (int, np.integer)) or chunk < 1):
             raise ValueError(f"vmap: chunk_size={chunk!r}; it must be a positive int or None")
 
+        # numpy leaves with the mapped axis first, so a lane is one index
+        front = [x if ax is None or isinstance(x, Box) else np.moveaxis(np.asarray(x), ax, 0)
+                 for x, ax in zip(leaves, axes)]
+
         def call_lane(i):
             lane = [x if ax is None else
                     (_lane(x, ax, i) if i is not None else _lane_template(x, ax))
-                    for x, ax in zip(leaves, axes)]
+                    for x, ax in zip(front, axes)]
             pos = tree_unflatten(in_td, lane[:n_pos])
+            if whole:        # unmapped arguments are passed as they are, not rebuilt
+                pos = tuple(args[j] if j in whole else a for j, a in enumerate(pos))
             kw = tree_unflatten(kw_td, lane[n_pos:])
             return f(*pos, **kw)
 
