@@ -259,3 +259,24 @@ def test_against_jax_axes_and_compositions():
     loss_j = lambda w: jnp.sum(jax.vmap(jf, in_axes=(None, 1))(w, x1) ** 2)
     np.testing.assert_allclose(ta.grad(loss_t)(W), jax.grad(loss_j)(W), rtol=1e-12)
     np.testing.assert_allclose(ta.hessian(loss_t)(W), jax.hessian(loss_j)(W), rtol=1e-12)
+
+
+def test_namedtuple_trees_negative_out_axes_and_python_numbers():
+    import collections
+    P = collections.namedtuple("P", "a b")
+    x = P(RNG.normal(size=(3, 2)), RNG.normal(size=(3,)))
+    out = ta.vmap(lambda p: P(p.a * p.b, 2.0), in_axes=(P(0, 0),), out_axes=P(-1, 0))(x)
+    assert isinstance(out, P) and out.a.shape == (2, 3)
+    np.testing.assert_allclose(out.a, (x.a * x.b[:, None]).T, atol=1e-15)
+    assert out.b.shape == (3,) and out.b.dtype == np.float64
+    n = ta.vmap(lambda v: int(v.shape[0]) + 1)(np.ones((4, 2)))
+    assert np.array_equal(n, [3, 3, 3, 3])
+
+
+def test_arguments_written_in_place_do_not_change_other_lanes():
+    def f(v):
+        v[0] = 7.0
+        return v * 1.0
+    xs = np.arange(6.0).reshape(3, 2)
+    out = ta.vmap(f)(xs)
+    assert np.array_equal(out[:, 0], [7.0] * 3) and np.array_equal(xs[:, 0], [0.0, 2.0, 4.0])
