@@ -17,13 +17,19 @@ cdef class Tracer:
 
     @property
     def primal(self):
+        """The value one transform level down.  Reading it while the tape records
+        is counted (``Tape.values_read``): a replay could not update what Python
+        computes from it, so ta.record, ta.jit and recorded loop bodies refuse or
+        re-record such a tape."""
+        if self.tape.active:
+            self.tape.values_read += 1
         return self.dval if self.oval is None else self.oval
 
     @property
     def level(self): return self.tape.level
 
     def __repr__(self):
-        return f"Tracer(node={self.idx}, level={self.tape.level}, value={self.primal!r})"
+        return f"Tracer(node={self.idx}, level={self.tape.level}, value={primal_of(self)!r})"
 
     __array_priority__ = 1000.0
 
@@ -98,14 +104,14 @@ cdef class Tracer:
         return _box_methods["getattr"](self, name)
 
     @property
-    def shape(self): return np.shape(self.primal)
+    def shape(self): return shape_of(self)
     @property
     def ndim(self): return len(self.shape)
     @property
     def size(self): return int(np.prod(self.shape))
     @property
     def dtype(self):
-        v = self.primal
+        v = primal_of(self)
         if isinstance(v, Box):
             return v.dtype
         return np.result_type(v)
@@ -207,14 +213,14 @@ cdef class Dual:
         return _box_methods["getattr"](self, name)
 
     @property
-    def shape(self): return np.shape(self.primal)
+    def shape(self): return shape_of(self)
     @property
     def ndim(self): return len(self.shape)
     @property
     def size(self): return int(np.prod(self.shape))
     @property
     def dtype(self):
-        v = self.primal
+        v = primal_of(self)
         if isinstance(v, Box):
             return v.dtype
         return np.result_type(v)

@@ -69,6 +69,11 @@ cdef class Tape(Trace):
     cdef list recs
     cdef readonly list inputs
     cdef readonly Py_ssize_t last_sweep_steps
+    #: how many times user code read a traced value's number (``x.primal``,
+    #: ``x.value``) while this tape recorded: a replay cannot update what Python
+    #: computed from it, so replaying consumers (ta.record, ta.jit, recorded loop
+    #: bodies) refuse or re-record such a tape
+    cdef public Py_ssize_t values_read
     cdef Py_ssize_t n_obj
     cdef double *adj_cache          # reused adjoint buffer (slot -1 first)
     cdef Py_ssize_t adj_cap

@@ -357,16 +357,17 @@ class _StepTape:
                 tape.active = False
         except Exception:
             return None
-        if _core.traces_started() - started > 1:
-            return None                     # an inner transform saw recorded values
+        if _core.traces_started() - started > 1 or tape.values_read:
+            return None                     # an inner transform saw recorded values, or
+            #                                 Python read a traced number (x.primal)
         out_ids = []
         for x in outs:
             # a value of another transform (a closure over it) would be frozen
-            if not (type(x) is _core.Tracer and x.tape is tape) or isinstance(x.primal, Box):
+            if not (type(x) is _core.Tracer and x.tape is tape) or isinstance(_core.primal_of(x), Box):
                 return None
             out_ids.append(x.idx)
         in_ids = list(tape.inputs[len(tape.inputs) - len(inputs):])
-        return cls(tape, in_ids, out_ids, [x.primal for x in outs], list(inputs))
+        return cls(tape, in_ids, out_ids, [_core.primal_of(x) for x in outs], list(inputs))
 
     @classmethod
     def for_scan(cls, f, c_tree, x_tree, n_c, xs_leaves, leaves, g, index_offset,

@@ -33,7 +33,7 @@ def _unboxed_float(x, tape):
     if type(x) is Tracer:
         if x.tape is not tape:
             return None
-        x = x.primal
+        x = _core.primal_of(x)
     if type(x) is float or type(x) is np.float64:
         return float(x)
     if type(x) is np.ndarray and x.shape == () and x.dtype == np.float64:
@@ -45,7 +45,7 @@ def _unboxed_column(x, tape, T):
     if type(x) is Tracer:
         if x.tape is not tape:
             return None
-        x = x.primal
+        x = _core.primal_of(x)
     if type(x) is np.ndarray and x.dtype == np.float64 and x.shape == (T,):
         return x
     return None
@@ -80,14 +80,15 @@ def scan_scalar(f, init, xs, length, reverse, checkpoints=None):
             body.active = False
     except Exception:
         return None                        # the step-by-step loop reports it
-    if top.n_nodes != before or _core.traces_started() - started > 1:
-        return None                        # a closure over a traced value, or a transform
+    if top.n_nodes != before or _core.traces_started() - started > 1 or body.values_read:
+        return None                        # a closure over a traced value, a transform, or
+        #                                    Python reading a traced number (x.primal)
     out_c, t_c = tree_flatten(carry)
     if t_c != c_tree:
         return None
     out_y, y_tree = tree_flatten(y) if y is not None else ([], None)
     outs = list(out_c) + list(out_y)
-    if not all(type(v) is Tracer and v.tape is body and type(v.primal) is float
+    if not all(type(v) is Tracer and v.tape is body and type(_core.primal_of(v)) is float
                for v in outs):
         return None
     try:

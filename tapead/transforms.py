@@ -862,6 +862,14 @@ class Recording:
                 "update them, so the recording would return wrong numbers at new inputs. "
                 "Call the function directly, or record a function without the inner "
                 "transform (for second derivatives use ta.hessian or ta.hvp)")
+        if self.tape.values_read:
+            raise TapeReplayError(
+                "record: the function reads the number inside a traced value (x.primal, "
+                "x.value) while it is recorded. Whatever Python computes from that number "
+                "(a branch, a loop count, an index) is frozen in the recording, and a "
+                "replay at new inputs could not update it. Compare traced values directly "
+                "(if x > 0: ... is recorded as a guard), or call the function directly "
+                "instead of recording it")
         if not (type(out) is Tracer and out.tape is self.tape):
             raise TypeError("record: the function's output does not depend on its "
                             "inputs; nothing to record")

@@ -472,3 +472,38 @@ def test_scipy_ufunc_without_rule_is_named_as_scipy_names_it():
         ta.grad(lambda x: sps.iv(1.0, x))(1.0)
     with pytest.raises(ta.NonDifferentiableError, match=r"np\.frexp"):
         ta.grad(lambda x: np.frexp(x)[0])(1.0)
+
+
+# ---------------------------------------------------------------------------
+# reading a traced number is not replayable
+# ---------------------------------------------------------------------------
+
+def test_record_refuses_a_function_that_reads_traced_numbers():
+    """A branch on x.primal is not a guard: a replay would silently keep the
+    recorded branch, so ta.record refuses (a comparison on x itself is fine)."""
+    with pytest.raises(ta.TapeReplayError, match=r"x\.primal"):
+        ta.record(lambda x: x * x if x.primal > 0 else -x, 1.0)
+    with pytest.raises(ta.TapeReplayError, match=r"x\.value"):
+        ta.record(lambda x: x * float(x.value), 1.0)
+    rec = ta.record(lambda x: x * x if x > 0 else -x, 1.0)
+    assert rec(3.0) == 9.0
+    with pytest.raises(ta.GuardFlippedError):
+        rec(-3.0)
+
+
+def test_scan_body_reading_traced_numbers_runs_eagerly():
+    """A scan body whose branch reads c.primal is not recorded once and replayed
+    (its branch flips during the loop): the gradient is the eager loop's."""
+    def step(c, u):
+        k = 2.0 if c.primal > 1.5 else 1.0
+        return c * k + u, c
+
+    def eager(c0):
+        c = c0
+        for u in np.ones(4):
+            c, _ = step(c, u)
+        return c
+
+    for c0 in (1.0, 0.2, 3.0):
+        got = ta.grad(lambda c0: ta.scan(step, c0, np.ones(4))[0])(c0)
+        assert float(got) == float(ta.grad(eager)(c0))

@@ -104,6 +104,8 @@ def _getattr(x, name):
     if name == "T":
         return shape.transpose(x)
     if name == "value":
+        if type(x) is _core.Tracer and x.tape.active:
+            x.tape.values_read += 1          # as x.primal: a replay could not update it
         return _core.primal_of(x)
     if name == "real":
         return ew.real(x)

@@ -234,7 +234,7 @@ class LoweredProgram:
             if isinstance(v, Tracer) and v.tape is self.tape:
                 self._slots.append((True, v.idx))
             else:
-                self._slots.append((False, v.primal if isinstance(v, Tracer) else v))
+                self._slots.append((False, _core.primal_of(v) if isinstance(v, Tracer) else v))
         self._ids = [ref if on_tape else -1 for on_tape, ref in self._slots]
         self._convert = [_converter(node.dtype, on_tape, ref)
                          for (on_tape, ref), node in zip(self._slots, self.outputs)]
