@@ -8,6 +8,12 @@ steps and the backward steps under the binomial schedule of
 ``tapead.checkpointing`` (Griewank & Walther's revolve), holding at most
 ``s`` carries at a time and recomputing the others.
 
+A checkpointed while loop (``sc.while_loop(..., checkpoints=s)``) stores its
+carries as it runs, placed by the online schedule of ``tapead.online`` (it
+does not know how many steps it will take), and hands them to its backward
+node as one more operand (the loop's ``snapshot_output``), which reverses
+the executed steps from them (``tapead.online.OnlineChain.reverse``).
+
 That node stands for the ordinary backward loop (the *equivalent* spec) with
 the primal trajectory as its input; its own derivatives (forward over
 reverse for Hessians, reverse over reverse) are those of the equivalent
@@ -37,12 +43,19 @@ def checkpointed_spec(spec, backward: LoopSpec) -> LoopSpec:
     return new
 
 
+def _loop_operands(node: Expr) -> list:
+    """The operands of a checkpointed backward node but the stored carries of
+    a while loop (their derivatives are those of the trajectory)."""
+    ops = list(node.operands)
+    return ops[:-1] if node.attrs["spec"].recompute.snapshot_output is not None else ops
+
+
 def _parts(node: Expr):
     """(equivalent node, primal operands, trajectory nodes, position of the
     first initial carry) of a checkpointed backward node."""
     spec = node.attrs["spec"]
     primal = spec.recompute
-    ops = list(node.operands)
+    ops = _loop_operands(node)
     pos = spec.n_carry + (1 if spec.has_trip else 0)
     nc = primal.n_carry
     init, rest = ops[pos:pos + nc], ops[pos + nc:]
@@ -69,7 +82,7 @@ def checkpointed_jvp(ts, node: Expr, rule, *k) -> Optional[Expr]:
     pts = _primal_tangents(node, ts, pos)
     nc = len(traj)
     t_traj = [None if all(t is None for t in pts) else rule(pts, tr, *k) for tr in traj]
-    equiv_ts = list(ts[:pos]) + t_traj + list(ts[pos + nc:])
+    equiv_ts = list(ts[:pos]) + t_traj + list(ts[pos + nc:len(_loop_operands(node))])
     if all(t is None for t in equiv_ts):
         return None
     return rule(equiv_ts, equivalent, *k)
@@ -85,6 +98,7 @@ def checkpointed_vjp(gs, node: Expr, rule) -> List[Optional[Expr]]:
     nc = len(traj)
     c = rule(gs, equivalent)
     out: List[Optional[Expr]] = list(c[:pos]) + [None] * nc + list(c[pos + nc:])
+    out += [None] * (len(node.operands) - len(out))           # the stored carries
     trip = 1 if primal.has_trip else 0
     # primal operand i -> position in this node's operands
     where = ([pos + j for j in range(nc)] + ([spec.n_carry] if trip else [])

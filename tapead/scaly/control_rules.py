@@ -222,8 +222,9 @@ def loop_vjp(gs: Dict[int, Expr], node):
             [primal[nc]] if spec.op == "while_loop" else [])
     traj = primal[spec.traj_offset:spec.traj_offset + nc]
     if spec.checkpoints is not None:          # the initial carries instead of traj
+        stored = [] if spec.snapshot_output is None else [primal[spec.snapshot_output]]
         back = checkpointed_spec(spec, new).nodes(gc + gp + trip + list(ops[:nc]) + list(xs)
-                                                  + gy + gt)
+                                                  + gy + gt + stored)
     else:
         back = new.nodes(gc + gp + trip + traj + list(xs) + gy + gt)
     out: List[Optional[Expr]] = [None] * len(ops)
