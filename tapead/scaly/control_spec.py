@@ -73,6 +73,9 @@ class LoopSpec:
         #: stored trajectory; its derivatives are this loop's)
         self.recompute: Optional["LoopSpec"] = None
         self.equivalent: Optional["LoopSpec"] = None
+        #: on a checkpointed backward loop: how many of its last per-step
+        #: inputs (the trajectory's adjoints) are zero, passed as one zero each
+        self.zero_traj_adjoints = 0
         self.custom_forward, self.custom_reverse = forward, reverse_fn
         #: the output holding a checkpointed while loop's stored carries
         self.snapshot_output: Optional[int] = None
