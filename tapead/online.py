@@ -183,6 +183,20 @@ class OnlineChain:
     def final_state(self) -> Any:
         return self._final
 
+    def replay(self, forward_step: Optional[Callable[[Any, int], Any]] = None) -> "OnlineChain":
+        """A chain as :meth:`forward` left this one (its stored states shared,
+        its own ``stats``), ready for its own :meth:`reverse`; ``forward_step``
+        (optional) replaces the step function for the recomputations.  This
+        chain can still be reversed too.
+        """
+        if self._phase != "forward":
+            raise RuntimeError("call forward() once before replay()")
+        twin = OnlineChain(forward_step or self._forward_step, self._stored[0], self.s)
+        twin._stored = dict(self._stored)
+        twin._final, twin.n, twin._phase = self._final, self.n, "forward"
+        twin.stats = dict(self.stats)
+        return twin
+
     def reverse(self, backward_step: Callable[[Any, int, Any], Any], adjoint_final: Any) -> Any:
         """Reverse all ``n`` steps; return the adjoint of ``state0``.
 

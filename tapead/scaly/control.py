@@ -1,5 +1,5 @@
 """Scaly's control flow: ``sc.scan``, ``sc.while_loop``, ``sc.cond``,
-``sc.print`` and ``sc.custom_derivative``.
+``sc.print`` and ``sc.custom_derivative`` (``tapead.scaly.control_custom``).
 
 A Python loop in an ``@sc.function`` body is unrolled while the body is
 traced; these record a loop (or branch) whose body is a Scaly Function
@@ -19,17 +19,11 @@ from tapead.scaly import tracing
 from tapead.scaly.calls import _spec as _input_spec
 from tapead.scaly.calls import broadcast, window
 from tapead.scaly import control_batched, control_rules  # noqa: F401  (op table entries)
-from tapead.scaly.control_spec import LoopSpec
+from tapead.scaly.control_custom import custom_derivative
+from tapead.scaly.control_spec import LoopSpec, check_function as _check_function
 from tapead.scaly.errors import LayoutError, ScalyShapeError
 from tapead.scaly.expr import Expr, as_expr, const, make_node
 from tapead.scaly.types import TensorType, dtypes
-
-
-def _check_function(fn, what: str):
-    from tapead.scaly.function import Function
-    if not isinstance(fn, Function):
-        raise TypeError(f"{what} must be an sc.Function (made with @sc.function), got {fn!r}")
-    return fn
 
 
 def _count(value, what: str) -> int:
@@ -79,6 +73,16 @@ def _carries(fn, init, where: str) -> Tuple[List[Any], List[Expr], bool]:
     exprs = [_as_typed(v, leaf.type, f"{where}: carry '{leaf.name}'")
              for v, leaf in zip(flat, leaves)]
     return layouts, exprs, isinstance(init, tuple)
+
+
+def _checkpoints(value, where: str):
+    if value is None:
+        return None
+    value = _count(value, f"{where}: checkpoints")
+    if value < 1:
+        raise ValueError(f"{where}: checkpoints counts the stored carries, the initial one "
+                         "included; give at least 1")
+    return value
 
 
 def _index_param(fn, pos: int, where: str) -> None:
@@ -284,11 +288,7 @@ def scan(body, init, xs=(), length=None, index=False, reverse=False, trip=None,
     if max_trajectory is not None:
         max_trajectory = _count(max_trajectory, f"{where}: max_trajectory")
     requested, strict = _in_place(in_place, body, carry_layouts, where)
-    if checkpoints is not None:
-        checkpoints = _count(checkpoints, f"{where}: checkpoints")
-        if checkpoints < 1:
-            raise ValueError(f"{where}: checkpoints counts the stored carries, the initial "
-                             "one included; give at least 1")
+    checkpoints = _checkpoints(checkpoints, where)
     spec = LoopSpec("scan", body.name, body=body, carry_types=[c.type for c in carries],
                     xs_types=[p.type for p in x_params], windows=windows,
                     y_types=_leaf_types(y_items), length=length, index=index,
@@ -314,7 +314,8 @@ def _stacked_layout(layout, length: int):
 # sc.while_loop
 # ---------------------------------------------------------------------------
 
-def while_loop(cond, body, init, max_iter=None, params=(), index=False, max_trajectory=None):
+def while_loop(cond, body, init, max_iter=None, params=(), index=False, max_trajectory=None,
+               checkpoints=None):
     """Repeat ``body`` while ``cond`` holds, at most ``max_iter`` times.
 
     Parameters
@@ -335,7 +336,17 @@ def while_loop(cond, body, init, max_iter=None, params=(), index=False, max_traj
     index : bool
         Pass the step number after the carries.
     max_trajectory : int, optional
-        As for ``sc.scan``, counted over ``max_iter`` steps.
+        As for ``sc.scan``, counted over ``max_iter`` steps (over
+        ``min(max_iter, checkpoints)`` stored carries with ``checkpoints``).
+    checkpoints : int, optional
+        Reverse mode stores at most this many carries (the initial one
+        included) instead of the trajectory: the loop places them while it
+        runs, not knowing how many steps it will take (the online schedule
+        of ``ta.while_loop``, ``tapead.online``), and the backward loop
+        recomputes the other steps from them, ``ta.checkpoint_cost(n, s,
+        online=True)["forward_step_calls"]`` body calls in all for ``n``
+        steps.  Derivatives of that reverse pass (Hessians) store the
+        trajectory.
 
     Returns
     -------
@@ -400,7 +411,8 @@ def while_loop(cond, body, init, max_iter=None, params=(), index=False, max_traj
                     carry_types=[c.type for c in carries],
                     xs_types=[leaf.type for leaf in p_leaves],
                     windows=[(0, 0)] * len(p_leaves), length=max_iter, index=index,
-                    max_trajectory=max_trajectory)
+                    max_trajectory=max_trajectory,
+                    checkpoints=_checkpoints(checkpoints, where))
     nodes = _results(spec, carries + operands_p)
     final = _pack(carry_layouts, nodes[:spec.n_carry])
     return (tuple(final) if was_tuple else final[0]), _numbers(nodes[spec.n_carry])
@@ -535,80 +547,6 @@ def print(fmt: str, x) -> Expr:  # noqa: A001  (Scaly's name)
     node = make_node("print", [as_expr(x)], {"fmt": fmt})
     tracing.record_print(node)
     return node
-
-
-# ---------------------------------------------------------------------------
-# sc.custom_derivative
-# ---------------------------------------------------------------------------
-
-def _check_signature(fn, deriv, kind: str, extra: Sequence[TensorType],
-                     outs: Sequence[TensorType]) -> None:
-    want_in = [leaf.type for leaf in fn.input_leaves] + list(extra)
-    got_in = [leaf.type for leaf in deriv.input_leaves]
-    got_out = [leaf.type for leaf in deriv.output_leaves]
-    what = {"forward": "the inputs of {f} followed by one tangent per input",
-            "reverse": "the inputs of {f} followed by one adjoint per output"}[kind]
-    res = {"forward": "one tangent per output of {f}",
-           "reverse": "one adjoint per input of {f}"}[kind]
-    if got_in != want_in:
-        raise LayoutError(f"sc.custom_derivative({fn.name}): the {kind} Function "
-                          f"{deriv.name} must take {what.format(f=fn.name)} "
-                          f"({', '.join(t.render() for t in want_in)}), got "
-                          f"({', '.join(t.render() for t in got_in)})")
-    if got_out != list(outs):
-        raise LayoutError(f"sc.custom_derivative({fn.name}): the {kind} Function "
-                          f"{deriv.name} must return {res.format(f=fn.name)} "
-                          f"({', '.join(t.render() for t in outs)}), got "
-                          f"({', '.join(t.render() for t in got_out)})")
-
-
-def custom_derivative(fn, forward=None, reverse=None):
-    """``fn`` with derivatives supplied by other Functions.
-
-    Parameters
-    ----------
-    fn : sc.Function
-    forward : sc.Function, optional
-        Takes ``fn``'s inputs followed by one tangent per input leaf; returns
-        one tangent per output leaf.  Without it forward mode differentiates
-        ``fn``'s graph.
-    reverse : sc.Function, optional
-        Takes ``fn``'s inputs followed by one adjoint per output leaf; returns
-        one adjoint per input leaf.  Without it reverse mode differentiates
-        ``fn``'s graph.
-
-    Returns
-    -------
-    sc.Function
-        Same name, inputs and outputs as ``fn``; evaluating it evaluates
-        ``fn``; its derivatives are the given Functions (differentiable
-        again, for higher orders).
-    
-    Examples
-    --------
-    >>> import numpy as np, tapead.scaly as sc
-    >>> @sc.function(sc.arg("x", ()), outputs=sc.arg("y", ()))
-    ... def cube(x):
-    ...     return x * x * x
-    >>> @sc.function(sc.arg("x", ()), sc.arg("g", ()), outputs=sc.arg("gx", ()))
-    ... def cube_reverse(x, g):
-    ...     return 3.0 * x * x * g
-    >>> fast = sc.custom_derivative(cube, reverse=cube_reverse)
-    >>> fast(np.array(2.0)), sc.gradient(fast, "y", "x")(np.array(2.0))
-    (np.float64(8.0), np.float64(12.0))
-    """
-    from tapead.scaly.function import Function
-    fn = _check_function(fn, "sc.custom_derivative's function")
-    ins = [leaf.type for leaf in fn.input_leaves]
-    outs = [leaf.type for leaf in fn.output_leaves]
-    if forward is not None:
-        _check_signature(fn, _check_function(forward, "forward"), "forward", ins, outs)
-    if reverse is not None:
-        _check_signature(fn, _check_function(reverse, "reverse"), "reverse", outs, ins)
-    spec = LoopSpec("custom_call", fn.name, body=fn, xs_types=ins, out_types=outs,
-                    forward=forward, reverse_fn=reverse)
-    nodes = spec.nodes(fn.inputs)
-    return Function(fn.name, fn.params, fn.output_layout, fn.inputs, nodes, fn.style)
 
 
 __all__ = ["scan", "while_loop", "cond", "print", "custom_derivative", "broadcast", "window"]

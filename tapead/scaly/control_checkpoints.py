@@ -8,6 +8,12 @@ steps and the backward steps under the binomial schedule of
 ``tapead.checkpointing`` (Griewank & Walther's revolve), holding at most
 ``s`` carries at a time and recomputing the others.
 
+A checkpointed while loop (``sc.while_loop(..., checkpoints=s)``) stores its
+carries as it runs, placed by the online schedule of ``tapead.online`` (it
+does not know how many steps it will take), and hands them to its backward
+node as one more operand (the loop's ``snapshot_output``), which reverses
+the executed steps from them (``tapead.online.OnlineChain.reverse``).
+
 That node stands for the ordinary backward loop (the *equivalent* spec) with
 the primal trajectory as its input; its own derivatives (forward over
 reverse for Hessians, reverse over reverse) are those of the equivalent
@@ -18,23 +24,42 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from tapead.scaly.control_spec import LoopSpec
-from tapead.scaly.expr import Expr
+from tapead.scaly.expr import Expr, zeros
 
 
-def checkpointed_spec(spec, backward: LoopSpec) -> LoopSpec:
-    """The checkpointed variant of ``backward``, the backward loop of ``spec``."""
-    cached = spec._derived.get("vjp_checkpointed")
+def checkpointed_spec(spec, backward: LoopSpec, zero_traj_adjoints: int = 0) -> LoopSpec:
+    """The checkpointed variant of ``backward``, the backward loop of ``spec``.
+
+    ``zero_traj_adjoints``: when the trajectory's adjoints (the last per-step
+    inputs of ``backward``, this many) are zero, as in a first derivative,
+    the variant takes one zero carry for each, passed whole to every step,
+    instead of a stacked ``(length,) + shape`` zero: nothing of the length
+    of the loop is stored.
+    """
+    key = ("vjp_checkpointed", zero_traj_adjoints)
+    cached = spec._derived.get(key)
     if cached is not None:
         return cached
+    windows = list(backward.windows)
+    if zero_traj_adjoints:
+        windows[-zero_traj_adjoints:] = [(0, 0)] * zero_traj_adjoints
     new = LoopSpec("scan", backward.name, body=backward.body,
                    carry_types=backward.carry_types, xs_types=backward.xs_types,
-                   windows=backward.windows, y_types=backward.y_types,
+                   windows=windows, y_types=backward.y_types,
                    length=backward.length, index=backward.index,
                    reverse=backward.reverse, has_trip=backward.has_trip,
                    checkpoints=spec.checkpoints)
     new.recompute, new.equivalent = spec, backward
-    spec._derived["vjp_checkpointed"] = new
+    new.zero_traj_adjoints = zero_traj_adjoints
+    spec._derived[key] = new
     return new
+
+
+def _loop_operands(node: Expr) -> list:
+    """The operands of a checkpointed backward node but the stored carries of
+    a while loop (their derivatives are those of the trajectory)."""
+    ops = list(node.operands)
+    return ops[:-1] if node.attrs["spec"].recompute.snapshot_output is not None else ops
 
 
 def _parts(node: Expr):
@@ -42,13 +67,16 @@ def _parts(node: Expr):
     first initial carry) of a checkpointed backward node."""
     spec = node.attrs["spec"]
     primal = spec.recompute
-    ops = list(node.operands)
+    ops = _loop_operands(node)
     pos = spec.n_carry + (1 if spec.has_trip else 0)
     nc = primal.n_carry
     init, rest = ops[pos:pos + nc], ops[pos + nc:]
     trip = ops[spec.n_carry:pos] if primal.has_trip else []
     primal_ops = init + trip + rest[:len(primal.xs_types)]
     traj = primal.nodes(primal_ops)[primal.traj_offset:primal.traj_offset + nc]
+    z = spec.zero_traj_adjoints
+    if z:                  # the stacked zeros the equivalent loop reads instead
+        rest = rest[:-z] + [zeros((primal.length,) + t.shape) for t in spec.xs_types[-z:]]
     equivalent = spec.equivalent.nodes(ops[:pos] + traj + rest)[node.attrs["output"]]
     return equivalent, primal_ops, traj, pos
 
@@ -69,7 +97,7 @@ def checkpointed_jvp(ts, node: Expr, rule, *k) -> Optional[Expr]:
     pts = _primal_tangents(node, ts, pos)
     nc = len(traj)
     t_traj = [None if all(t is None for t in pts) else rule(pts, tr, *k) for tr in traj]
-    equiv_ts = list(ts[:pos]) + t_traj + list(ts[pos + nc:])
+    equiv_ts = list(ts[:pos]) + t_traj + list(ts[pos + nc:len(_loop_operands(node))])
     if all(t is None for t in equiv_ts):
         return None
     return rule(equiv_ts, equivalent, *k)
@@ -85,6 +113,9 @@ def checkpointed_vjp(gs, node: Expr, rule) -> List[Optional[Expr]]:
     nc = len(traj)
     c = rule(gs, equivalent)
     out: List[Optional[Expr]] = list(c[:pos]) + [None] * nc + list(c[pos + nc:])
+    if spec.zero_traj_adjoints:                              # constants here
+        out[len(out) - spec.zero_traj_adjoints:] = [None] * spec.zero_traj_adjoints
+    out += [None] * (len(node.operands) - len(out))           # the stored carries
     trip = 1 if primal.has_trip else 0
     # primal operand i -> position in this node's operands
     where = ([pos + j for j in range(nc)] + ([spec.n_carry] if trip else [])

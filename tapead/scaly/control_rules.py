@@ -217,13 +217,18 @@ def loop_vjp(gs: Dict[int, Expr], node):
     gc = [gs.get(j, zeros(spec.carry_types[j].shape)) for j in fc]
     gp = [zeros(spec.xs_types[j].shape) for j in fb]
     gy = [gs.get(nc + j, zeros((L,) + spec.y_types[j].shape)) for j in fy]
-    gt = [gs.get(spec.traj_offset + j, zeros((L,) + spec.carry_types[j].shape)) for j in fc]
+    gt = [gs.get(spec.traj_offset + j) for j in fc]
+    # checkpointed, first order: one zero per carry, not a stacked zero of length L
+    zero_gt = len(fc) if spec.checkpoints is not None and all(g is None for g in gt) else 0
+    gt = [zeros((() if zero_gt else (L,)) + spec.carry_types[j].shape) if g is None else g
+          for j, g in zip(fc, gt)]
     trip = ([ops[nc]] if spec.has_trip and spec.op == "scan" else
             [primal[nc]] if spec.op == "while_loop" else [])
     traj = primal[spec.traj_offset:spec.traj_offset + nc]
     if spec.checkpoints is not None:          # the initial carries instead of traj
-        back = checkpointed_spec(spec, new).nodes(gc + gp + trip + list(ops[:nc]) + list(xs)
-                                                  + gy + gt)
+        stored = [] if spec.snapshot_output is None else [primal[spec.snapshot_output]]
+        back = checkpointed_spec(spec, new, zero_gt).nodes(gc + gp + trip + list(ops[:nc])
+                                                           + list(xs) + gy + gt + stored)
     else:
         back = new.nodes(gc + gp + trip + traj + list(xs) + gy + gt)
     out: List[Optional[Expr]] = [None] * len(ops)

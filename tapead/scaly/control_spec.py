@@ -8,7 +8,10 @@ number of steps.  Output numbering:
 
 * ``scan``: final carries, then stacked outputs, then trajectories (the
   carries entering each step, stacked; only reverse mode reads them);
-* ``while_loop``: final carries, the int64 count, then trajectories;
+* ``while_loop``: final carries, the int64 count, then trajectories; with
+  ``checkpoints=``, one more output: the carries stored by the online
+  schedule (``snapshot_output``; an opaque value that only the checkpointed
+  backward loop reads, see ``tapead.scaly.control_checkpoints``);
 * ``cond`` and ``custom_call``: the outputs of the branch (Function).
 """
 from __future__ import annotations
@@ -70,7 +73,12 @@ class LoopSpec:
         #: stored trajectory; its derivatives are this loop's)
         self.recompute: Optional["LoopSpec"] = None
         self.equivalent: Optional["LoopSpec"] = None
+        #: on a checkpointed backward loop: how many of its last per-step
+        #: inputs (the trajectory's adjoints) are zero, passed as one zero each
+        self.zero_traj_adjoints = 0
         self.custom_forward, self.custom_reverse = forward, reverse_fn
+        #: the output holding a checkpointed while loop's stored carries
+        self.snapshot_output: Optional[int] = None
         L = self.length
         if op == "scan":
             self.out_types = (self.carry_types
@@ -83,6 +91,9 @@ class LoopSpec:
                               + [TensorType((L,) + t.shape, t.dtype)
                                  for t in self.carry_types])
             self.traj_offset = self.n_carry + 1
+            if checkpoints is not None:
+                self.snapshot_output = len(self.out_types)
+                self.out_types.append(TensorType((), FLOAT))
         else:
             self.out_types = list(out_types)
             self.traj_offset = len(self.out_types)
@@ -111,6 +122,8 @@ class LoopSpec:
             d = {"callee": self.name, "cond": self.cond.name, "max_iter": self.length}
             if self.index:
                 d["index"] = True
+            if self.checkpoints is not None:
+                d["checkpoints"] = self.checkpoints
             return d
         if self.op == "cond":
             return {"branches": ", ".join(f.name for f in self.branches)}
@@ -144,6 +157,14 @@ class LoopSpec:
 # ---------------------------------------------------------------------------
 # building Functions from expressions
 # ---------------------------------------------------------------------------
+
+def check_function(fn, what: str):
+    """``fn``, which must be an ``sc.Function`` (``what`` names it in the error)."""
+    from tapead.scaly.function import Function
+    if not isinstance(fn, Function):
+        raise TypeError(f"{what} must be an sc.Function (made with @sc.function), got {fn!r}")
+    return fn
+
 
 def fresh(base: str, taken: set) -> str:
     """``base`` (or ``base_2``, ``base_3`` ...) not in ``taken``; marks it taken."""

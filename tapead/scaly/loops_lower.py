@@ -43,6 +43,24 @@ class LoopResult:
         self.values = values
 
 
+class Snapshots:
+    """The carries a checkpointed while loop stored as it ran
+    (``tapead.online.OnlineChain`` after its forward sweep; opaque to the tape)."""
+
+    __slots__ = ("chain",)
+    shape = ()
+    dtype = np.dtype(object)
+    nbytes = 0
+
+    def __init__(self, chain):
+        self.chain = chain
+
+
+#: ``want_traj`` of a checkpointed while loop whose stored carries (and not
+#: its trajectory) a program reads
+SNAPSHOTS = "snapshots"
+
+
 # ---------------------------------------------------------------------------
 # running a loop on numbers
 # ---------------------------------------------------------------------------
@@ -149,10 +167,28 @@ def run_checkpointed(spec, values: Sequence[Any]) -> List[Any]:
         return outs[:nb]
 
     seed = [_exact(_arr(v, t)) for v, t in zip(values[:nb], spec.carry_types)]
-    _, adjoint, _ = reverse_with_checkpoints(forward_step, backward_step, init, trip,
-                                             max(1, spec.checkpoints), seed)
+    if primal.op == "while_loop":
+        adjoint = _reverse_online(spec, values[-1], forward_step, backward_step, init, trip,
+                                  seed)
+    else:
+        _, adjoint, _ = reverse_with_checkpoints(forward_step, backward_step, init, trip,
+                                                 max(1, spec.checkpoints), seed)
     return ([np.asarray(a, dtype=t.dtype) for a, t in zip(adjoint, spec.carry_types)]
             + ys + [None] * nb)
+
+
+def _reverse_online(spec, stored, forward_step, backward_step, init, trip, seed):
+    """Reverse a checkpointed while loop's ``trip`` steps from the carries its
+    forward run stored (``stored``, a ``Snapshots``); when that run stored the
+    whole trajectory instead (higher derivatives), the online schedule runs
+    again from ``init`` first."""
+    from tapead.online import OnlineChain
+    if isinstance(stored, Snapshots) and stored.chain.n == trip:
+        chain = stored.chain.replay(forward_step)
+    else:
+        chain = OnlineChain(forward_step, init, spec.checkpoints)
+        chain.forward(lambda state: True, max_steps=trip)
+    return chain.reverse(backward_step, seed)
 
 
 def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
@@ -318,13 +354,16 @@ def run_while(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
     nc, L = spec.n_carry, spec.length
     carries = [_exact(_arr(v, t)) for v, t in zip(values[:nc], spec.carry_types)]
     xs_flat = _operands(values[nc:], spec.xs_types)
+    if want_traj == SNAPSHOTS:
+        return _run_while_online(spec, carries, xs_flat)
     traj = ([np.zeros((L,) + t.shape, t.dtype) for t in spec.carry_types]
             if want_traj else [None] * nc)
+    extra = [] if spec.snapshot_output is None else [None]
     done = _scalar_while(spec, carries, xs_flat, traj) if L > 0 else None
     if done is not None:
         carries, count = done
         return [np.asarray(c, dtype=t.dtype) for c, t in zip(carries, spec.carry_types)] \
-            + [np.int64(count)] + traj
+            + [np.int64(count)] + traj + extra
     count = 0
     cond, step = Stepper(spec.cond), Stepper(spec.body)
     while count < L:
@@ -337,7 +376,28 @@ def run_while(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
         carries = step(args)
         count += 1
     return [np.asarray(c, dtype=t.dtype) for c, t in zip(carries, spec.carry_types)] \
-        + [np.int64(count)] + traj
+        + [np.int64(count)] + traj + extra
+
+
+def _run_while_online(spec, carries, xs_flat) -> List[Any]:
+    """A checkpointed while loop run for reverse mode: at most
+    ``spec.checkpoints`` carries are stored, placed by the online schedule
+    (``tapead.online.OnlineChain``), and returned as its last output."""
+    from tapead.online import OnlineChain
+    cond, step = Stepper(spec.cond), Stepper(spec.body)
+    run = [0]                                   # steps run so far (the step number)
+
+    def forward_step(state, k):
+        run[0] = k + 1
+        return step(_step_inputs(spec, state, k, xs_flat))
+
+    chain = OnlineChain(forward_step, carries, spec.checkpoints)
+    final = chain.forward(lambda state: bool(cond(_step_inputs(spec, state, run[0],
+                                                               xs_flat))[0]),
+                          max_steps=spec.length)
+    n = chain.n
+    return ([np.asarray(c, dtype=t.dtype) for c, t in zip(final, spec.carry_types)]
+            + [np.int64(n)] + [None] * spec.n_carry + [Snapshots(chain)])
 
 
 def branch_index(selector: Any, n: int) -> int:
@@ -435,6 +495,16 @@ def _for_structure(program) -> bool:
     return not program._elementwise_ops
 
 
+def _wants(spec, wanted) -> Any:
+    """``want_traj`` for a loop whose outputs ``wanted`` are read: True when a
+    trajectory is, else ``SNAPSHOTS`` when a checkpointed while loop's stored
+    carries are, else False."""
+    snap = spec.snapshot_output
+    if any(k >= spec.traj_offset and k != snap for k in wanted):
+        return True
+    return SNAPSHOTS if snap in wanted else False
+
+
 def lower_loop(program, node: Expr, args: List[Any]) -> Any:
     """``LOWERINGS`` entry of every loop op: run the loop once per program."""
     spec = node.attrs["spec"]
@@ -443,7 +513,7 @@ def lower_loop(program, node: Expr, args: List[Any]) -> Any:
     result = memo.get(key)
     if result is None:
         wanted = _uses(program).get(key, {node.attrs["output"]})
-        want_traj = any(k >= spec.traj_offset for k in wanted)
+        want_traj = _wants(spec, wanted)
         prim = structure_p if _for_structure(program) else loop_p
         if any(isinstance(a, _core.Box) for a in args):
             result = _core.bind(prim, *args, spec=spec, want_traj=want_traj)
@@ -461,7 +531,7 @@ for _op in RUNNERS:
 
 def eval_fn(*values, spec, output, **display):
     """The op table's ``fn`` of loop nodes (one output, evaluated on its own)."""
-    want = output >= spec.traj_offset
+    want = _wants(spec, {output})
     return run(spec, [_core.concrete(v) for v in values], want)[output]
 
 
