@@ -16,10 +16,10 @@ import numpy as np
 
 from tapead._core import Box, bind, concrete
 from tapead import patterns
-from tapead._prims.base import PER_DIRECTION, Primitive
+from tapead._prims.base import Primitive
 from tapead._prims.contract import _dtype_of, einsum
-from tapead._prims.linalg import (_any_box, _lapack, _mT, _result_type, _row, _solve_right,
-                                  _square, _sym, _tri, matmul, solve)
+from tapead._prims.linalg import (_any_box, _batched_jvps, _lapack, _mT, _result_type, _row,
+                                  _solve_right, _square, _sym, _tri, matmul, solve)
 from tapead.errors import NonDifferentiableError, ShapeError
 
 _NOT_PD = ("cholesky needs a symmetric positive definite matrix: check that it is "
@@ -77,7 +77,7 @@ def _cholesky_impl(a, UPLO="L"):
 cholesky_p = Primitive("cholesky", _cholesky_impl, saves=())
 cholesky_p.defjvp(_cholesky_jvp)
 cholesky_p.defvjp(_cholesky_vjp)
-cholesky_p.defbatched(PER_DIRECTION)
+_batched_jvps(cholesky_p)
 cholesky_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -196,7 +196,7 @@ def _eigh_vjp(g, ans, a, UPLO="L"):
 eigh_p = Primitive("eigh", _eigh_impl, saves=())
 eigh_p.defjvp(_eigh_jvp)
 eigh_p.defvjp(_eigh_vjp)
-eigh_p.defbatched(PER_DIRECTION)
+_batched_jvps(eigh_p)
 eigh_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -299,7 +299,7 @@ def _qr_vjp(g, ans, a):
 qr_p = Primitive("qr", _qr_impl, saves=())
 qr_p.defjvp(_qr_jvp)
 qr_p.defvjp(_qr_vjp)
-qr_p.defbatched(PER_DIRECTION)
+_batched_jvps(qr_p)
 qr_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 

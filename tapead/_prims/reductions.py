@@ -21,7 +21,7 @@ import scipy.special as sps
 
 from tapead._core import Box, bind, concrete
 from tapead import patterns
-from tapead._prims.base import PER_DIRECTION, Primitive
+from tapead._prims.base import Primitive
 
 
 def _norm_axis(axis, ndim):
@@ -368,7 +368,22 @@ def _cumprod_jvp(t, ans, x, axis):
 cumprod_p = Primitive("cumprod", lambda x, axis: np.cumprod(x, axis=axis), saves=(0,))
 cumprod_p.defvjp(_cumprod_vjp)
 cumprod_p.defjvp(_cumprod_jvp)
-cumprod_p.defbatched(PER_DIRECTION)
+
+
+def _cumprod_batched(tans, ans, vals, params, K):
+    """The K directions of ``_cumprod_jvp`` at once: its axis moves one place
+    right, behind the direction axis; the zero-safe Jacobian is built once."""
+    t, x, axis = tans[0], vals[0], params["axis"]
+    if not (np.asarray(concrete(x)) == 0).any():
+        return ans * cumsum(t / x, axis + 1)
+    from tapead._prims.shape import reshape
+    jac, _ = _cumprod_jacobian(x, axis)               # (rest..., n, n)
+    tm, perm = _to_last(t, (axis + 1,))               # (K, rest..., n)
+    tx = sum(reshape(tm, np.shape(tm)[:-1] + (1, np.shape(tm)[-1])) * jac, axis=-1)
+    return _from_last(tx, np.shape(t), perm)
+
+
+cumprod_p.defbatched(_cumprod_batched)
 cumprod_p.defsparsity(patterns.CUMULATIVE)
 
 
