@@ -18,10 +18,12 @@ from tapead._core import Box, bind, concrete, ndim_of
 from tapead._prims.base import Primitive
 from tapead._prims.contract import _dtype_of, dot_nd, einsum
 from tapead.errors import ShapeError
+from tapead._prims.elementwise import unbroadcast
+from tapead._prims.reductions import sum as _sum
+from tapead._prims.shape import broadcast_to, reshape, stack, swapaxes
 
 
 def _mT(x):
-    from tapead._prims.shape import swapaxes
     return swapaxes(x, -1, -2)
 
 
@@ -45,7 +47,6 @@ def _batched_jvps(prim, align=False):
     up to the largest argument's number of axes, which keeps the K axis in
     front of the broadcast batch axes."""
     def batched(tans, ans, vals, params, K):
-        from tapead._prims.shape import broadcast_to, reshape
         nd = max(np.ndim(v) for v in vals) if align else 0
         total = None
         for k, t in enumerate(tans):
@@ -68,7 +69,6 @@ def _matmul_batched(tans, ans, vals, params, K):
     """K directions of ``da @ b + a @ db`` in one matmul per argument: the
     direction axis goes in front of the (broadcast) batch axes; a vector
     operand's K tangents are K rows (for ``a``) or K columns (for ``b``)."""
-    from tapead._prims.shape import reshape
     a, b = vals
     ta, tb = tans
     na, nb = np.ndim(a), np.ndim(b)
@@ -97,8 +97,6 @@ def _matmul_batched(tans, ans, vals, params, K):
 def _matmul_vjp_a(g, ans, a, b):
     if _plain2d(g, a, b):             # the common case, without the general machinery
         return _real_for(a, g @ b.T)
-    from tapead._prims.elementwise import unbroadcast
-    from tapead._prims.shape import reshape
     na, nb = np.ndim(a), np.ndim(b)
     if na == 1 and nb == 1:
         return unbroadcast(a, g * b)
@@ -113,8 +111,6 @@ def _matmul_vjp_a(g, ans, a, b):
 def _matmul_vjp_b(g, ans, a, b):
     if _plain2d(g, a, b):
         return _real_for(b, a.T @ g)
-    from tapead._prims.elementwise import unbroadcast
-    from tapead._prims.shape import reshape
     na, nb = np.ndim(a), np.ndim(b)
     if na == 1 and nb == 1:
         return unbroadcast(b, g * a)
@@ -173,7 +169,6 @@ def outer(a, b):
     >>> print(ta.grad(lambda x: np.outer(x, x).sum())(np.array([1.0, 2.0])))   # 2 sum(x)
     [6. 6.]
     """
-    from tapead._prims.shape import reshape
     a = reshape(a, (-1, 1)) if isinstance(a, Box) else np.reshape(a, (-1, 1))
     b = reshape(b, (1, -1)) if isinstance(b, Box) else np.reshape(b, (1, -1))
     return a * b
@@ -199,13 +194,11 @@ def _solve_right(x, m):
 
 def _bmat(x):
     """A (stack of) scalars as a (stack of) 1 x 1 matrices, for broadcasting."""
-    from tapead._prims.shape import reshape
     return reshape(x, np.shape(x) + (1, 1))
 
 
 def _row(x):
     """(..., n) -> (..., 1, n)."""
-    from tapead._prims.shape import reshape
     return reshape(x, np.shape(x)[:-1] + (1, np.shape(x)[-1]))
 
 
@@ -257,7 +250,6 @@ def _solve_impl(a, b):
 
 
 def _unbroadcast(x, g):
-    from tapead._prims.elementwise import unbroadcast
     return unbroadcast(x, g)
 
 
@@ -302,7 +294,6 @@ def solve(a, b):
     >>> bool(np.allclose(gb, np.linalg.solve(A.T, np.ones(2)), rtol=1e-14, atol=0))
     True
     """
-    from tapead._prims.shape import reshape
     n = _square("solve", a)
     sb = np.shape(b)
     vector = len(sb) == 1
@@ -389,7 +380,6 @@ def _slogdet_impl(a):
 
 
 def _slogdet_jvp(t, ans, a):
-    from tapead._prims.shape import stack
     d = _trace(solve(a, t))
     return stack([0.0 * d, d], axis=-1)              # the sign has no derivative
 
@@ -506,8 +496,6 @@ def lstsq(a, b, rcond=None):
     >>> bool(np.allclose(ta.jacrev(fit)(y), np.linalg.pinv(a), rtol=0, atol=1e-14))
     True
     """
-    from tapead._prims.reductions import sum as _sum
-    from tapead._prims.shape import reshape
     if not _any_box(a, b):
         return np.linalg.lstsq(a, b, rcond=rcond)
     sa, sb = np.shape(a), np.shape(b)
@@ -536,7 +524,7 @@ _MOVED = frozenset(["cholesky", "cholesky_p", "eigh", "eigh_p", "eigvalsh", "qr"
 
 def __getattr__(name):
     if name in _MOVED:
-        from tapead._prims import linalg_decomp
+        from tapead._prims import linalg_decomp  # cycle: _prims.linalg_decomp -> here
         return getattr(linalg_decomp, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

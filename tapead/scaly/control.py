@@ -23,10 +23,11 @@ from tapead.scaly.control_spec import LoopSpec
 from tapead.scaly.errors import LayoutError, ScalyShapeError
 from tapead.scaly.expr import Expr, as_expr, const, make_node
 from tapead.scaly.types import TensorType, dtypes
+from tapead.scaly.function import Function
+from tapead.scaly.loops_lower import run
 
 
 def _check_function(fn, what: str):
-    from tapead.scaly.function import Function
     if not isinstance(fn, Function):
         raise TypeError(f"{what} must be an sc.Function (made with @sc.function), got {fn!r}")
     return fn
@@ -148,7 +149,6 @@ def _results(spec: LoopSpec, operands: List[Expr]) -> List[Expr]:
     input and no Function is being traced (numbers in, numbers out)."""
     nodes = spec.nodes(operands)
     if all(o.op == "const" for o in operands) and not tracing.tracing():
-        from tapead.scaly.loops_lower import run
         values = run(spec, [o.attrs["value"] for o in operands])
         return [const(np.asarray(v, dtype=t.dtype)) for v, t in
                 zip(values[:spec.traj_offset], spec.out_types)]
@@ -597,7 +597,6 @@ def custom_derivative(fn, forward=None, reverse=None):
     >>> fast(np.array(2.0)), sc.gradient(fast, "y", "x")(np.array(2.0))
     (np.float64(8.0), np.float64(12.0))
     """
-    from tapead.scaly.function import Function
     fn = _check_function(fn, "sc.custom_derivative's function")
     ins = [leaf.type for leaf in fn.input_leaves]
     outs = [leaf.type for leaf in fn.output_leaves]
