@@ -30,6 +30,8 @@ from tapead.checkpointing import CheckpointedChain
 from tapead.errors import ShapeError
 from tapead.loops import _StepTape, _closure_error, _guarded_bind, _pack, _shapes, _unpack
 from tapead.online import OnlineChain
+from tapead._prims.elementwise import astype
+from tapead.transforms import jvp, vjp
 
 __all__ = ["cond", "switch", "while_loop"]
 
@@ -244,7 +246,6 @@ def _while_impl(*floats, cond_fun, body_fun, tree, others, fpos, s, info, cache)
 def _while_cotangents(g, floats, cond_fun, body_fun, tree, others, fpos, s, info, cache):
     if cache.get("key") == id(g):
         return cache["cts"]
-    from tapead.transforms import vjp
     shapes = [np.shape(_core.concrete(x)) for x in floats]
     step = _make_step(body_fun, tree, info["check"])
 
@@ -288,7 +289,6 @@ while_p.defvjp_any(lambda k, g, ans, *floats, **p: _while_cotangents(g, floats, 
 
 def _while_jvp(k, t, ans, *floats, cond_fun, body_fun, tree, others, fpos, s, info, cache):
     """The trip count is fixed: push the tangent through the n steps that ran."""
-    from tapead.transforms import jvp
     step = _make_step(body_fun, tree, info["check"])
     n = info["n"]
 
@@ -391,7 +391,6 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any,
     for k, v in zip(fpos, _unpack(flat, [np.shape(_core.concrete(x)) for x in floats])):
         want = np.result_type(_core.concrete(leaves[k]))
         if np.result_type(_core.concrete(v)) != want:
-            from tapead._prims.elementwise import astype
             v = astype(v, want)
         out[k] = v
     return tree_unflatten(tree, out)

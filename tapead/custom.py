@@ -37,6 +37,7 @@ from tapead._prims.reductions import sum as _sum
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.errors import MissingRuleError
 from tapead.loops import _pack, _shapes, _unpack
+from tapead.transforms import grad, jvp
 
 __all__ = ["custom_jvp", "custom_vjp"]
 
@@ -184,7 +185,6 @@ class custom_jvp:
 
     def _vjp_k(self, k, g, ans, *leaves, treedef, info, cache, nondiff=()):
         if cache.get("key") != id(g):
-            from tapead.transforms import grad
             g_flat = g
 
             def inner(*tl):
@@ -292,7 +292,6 @@ class custom_vjp:
         return cache["cts"][k]
 
     def _jvp_k(self, k, t, ans, *leaves, treedef, info, cache, nondiff=()):
-        from tapead.transforms import jvp
         tl = [t if j == k else _zeros_like(x) for j, x in enumerate(leaves)]
 
         def flat(*ls):

@@ -30,6 +30,8 @@ from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.loops import _pack, _shapes, _unpack
+import tapead.numpy as tnp
+from tapead.transforms import jacfwd, jvp, vjp
 
 __all__ = ["custom_root", "fixed_point"]
 
@@ -66,8 +68,6 @@ class _Problem:
 
     def solve_linear(self, xv, theta, rhs, transpose):
         """Solve ``(dr/dx) v = rhs`` (or its transpose) at ``(xv, theta)``."""
-        from tapead.transforms import jacfwd, jvp, vjp
-        import tapead.numpy as tnp
         if self.tangent_solve is None:
             J = jacfwd(lambda v: self.r_flat(v, *theta))(xv)
             if np.ndim(_core.concrete(J)) == 0:
@@ -98,7 +98,6 @@ def _implicit_impl(*theta, problem, run_solver, cache):
 
 
 def _implicit_jvp(k, t, ans, *theta, problem, run_solver, cache):
-    from tapead.transforms import jvp
     tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(v)))
                 for j, v in enumerate(theta)]
     b = jvp(lambda *th: problem.r_flat(ans, *th), tuple(theta), tuple(tangents))[1]
@@ -107,7 +106,6 @@ def _implicit_jvp(k, t, ans, *theta, problem, run_solver, cache):
 
 def _implicit_vjp(k, g, ans, *theta, problem, run_solver, cache):
     if cache.get("key") != id(g):
-        from tapead.transforms import vjp
         w = problem.solve_linear(ans, theta, -g, transpose=True)
         pull = vjp(lambda *th: problem.r_flat(ans, *th), *theta)[1]
         cache["key"], cache["cts"], cache["g"] = id(g), list(pull(w)), g

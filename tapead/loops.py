@@ -23,9 +23,11 @@ from tapead import _core
 from tapead._core import Box, Tape
 from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, Primitive
-from tapead._prims.shape import concatenate, getitem, reshape
+from tapead._prims.shape import concatenate, getitem, reshape, stack
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.checkpointing import CheckpointedChain
+from tapead.errors import GuardFlippedError, TapeReplayError
+from tapead.transforms import jvp, vjp
 
 __all__ = ["checkpoint", "scan", "fori_loop"]
 
@@ -95,7 +97,6 @@ def _ckpt_cotangents(g, leaves, f, treedef, out_info, cache):
     key = id(g)
     if cache.get("key") == key:
         return cache["cts"]
-    from tapead.transforms import vjp
     shapes = out_info["shapes"]
 
     def flat_f(*ls):
@@ -113,7 +114,6 @@ ckpt_p.defvjp_any(lambda k, g, ans, *leaves, f, treedef, out_info, cache:
 
 
 def _ckpt_jvp(k, t, ans, *leaves, f, treedef, out_info, cache):
-    from tapead.transforms import jvp
     tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(x)))
                 for j, x in enumerate(leaves)]
 
@@ -160,7 +160,7 @@ def _scan_plain(f, init, xs, length, reverse, fast=True):
     scan over float carries and 1-d xs runs in C when its body allows it
     (``tapead.scalar_scan``)."""
     if fast and xs is not None:
-        from tapead.scalar_scan import scan_scalar
+        from tapead.scalar_scan import scan_scalar  # cycle: scalar_scan -> here
         done = scan_scalar(f, init, xs, length, reverse)
         if done is not None:
             return done
@@ -190,7 +190,6 @@ def _scan_plain(f, init, xs, length, reverse, fast=True):
 
 def _stack_leaf(items):
     if any(isinstance(v, Box) for v in items):
-        from tapead._prims.shape import stack
         return stack(items)
     return np.stack([np.asarray(v) for v in items])
 
@@ -199,11 +198,9 @@ def _stack_ys(ys):
     if not ys or ys[0] is None:
         return None
     if isinstance(ys[0], (Box, float, np.ndarray, np.generic)):   # one leaf per step
-        from tapead._prims.shape import stack
         return stack(ys)
     leaves0, tree = tree_flatten(ys[0])
     per_leaf = list(zip(*[tree_flatten(y)[0] for y in ys]))
-    from tapead._prims.shape import stack
     return tree_unflatten(tree, [stack(list(col)) for col in per_leaf])
 
 
@@ -262,7 +259,6 @@ def _scan_cotangents(g, leaves, f, c_tree, x_tree, n_c, length, reverse, s, info
                      index_offset):
     if cache.get("key") == id(g):
         return cache["cts"]
-    from tapead.transforms import vjp
     c_leaves, xs_leaves = list(leaves[:n_c]), list(leaves[n_c:])
     parts = _unpack(g, info["c_shapes"] + info["y_shapes"])
     g_carry, g_ys = parts[:n_c], parts[n_c:]
@@ -308,7 +304,6 @@ def _scan_cotangents(g, leaves, f, c_tree, x_tree, n_c, length, reverse, s, info
     chain = CheckpointedChain(lambda st, i: step(st, i)[0], tuple(c_leaves), length, s)
     chain.forward()
     adj0 = chain.reverse(backward_step, tuple(g_carry))
-    from tapead._prims.shape import stack
     x_cts = []
     for k, leaf in enumerate(xs_leaves):
         if xs_ct[k] is not None and all(b is None for b in xs_ct_boxes[k]):
@@ -388,7 +383,6 @@ class _StepTape:
     def pullback(self, inputs, cotangents):
         """Cotangents of the inputs at ``inputs`` (a list per input), or None
         when the recorded program does not apply there."""
-        from tapead.errors import GuardFlippedError, TapeReplayError
         try:
             self.tape.replay(inputs)
         except (GuardFlippedError, TapeReplayError):
@@ -406,7 +400,6 @@ scan_p.defvjp_any(lambda k, g, ans, *leaves, **p: _scan_cotangents(g, leaves, **
 
 def _scan_jvp(k, t, ans, *leaves, f, c_tree, x_tree, n_c, length, reverse, s, info, cache,
               index_offset):
-    from tapead.transforms import jvp
     tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(x)))
                 for j, x in enumerate(leaves)]
 
@@ -501,7 +494,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
         raise ValueError(f"scan: checkpoints={checkpoints} must be a positive number of "
                          "stored states (or None to store every step)")
     if _index_offset is None and xs is not None:
-        from tapead.scalar_scan import scan_scalar
+        from tapead.scalar_scan import scan_scalar  # cycle: scalar_scan -> here
         done = scan_scalar(f, init, xs, length, reverse, checkpoints=int(checkpoints))
         if done is not None:
             return done

@@ -23,6 +23,8 @@ from tapead import _core
 from tapead._core import Box, Tape, Tracer
 from tapead._prims.base import Primitive
 from tapead._tree import tree_flatten, tree_unflatten
+from tapead._prims.shape import concatenate, getitem, reshape, stack
+from tapead.transforms import jvp, vjp
 
 __all__ = ["scan_scalar"]
 
@@ -100,7 +102,6 @@ def scan_scalar(f, init, xs, length, reverse, checkpoints=None):
     flat = _core.bind(scan_scalar_p, *leaves, loop=loop, m=m, T=length, q=q,
                       reverse=reverse, f=f, c_tree=c_tree, x_tree=x_tree, s=checkpoints,
                       cache={})
-    from tapead._prims.shape import getitem
     carry_out = tree_unflatten(c_tree, [getitem(flat, j) for j in range(m)])
     if y_tree is None:
         return carry_out, None
@@ -123,18 +124,16 @@ def _scan_scalar_impl(*vals, loop, m, T, q, reverse, f, c_tree, x_tree, s, cache
 
 def _eager_flat(f, c_tree, x_tree, m, reverse):
     """The same scan recorded step by step, on flat leaves (rules of higher order)."""
-    from tapead.loops import _pack, _scan_plain
+    from tapead.loops import _pack, _scan_plain  # cycle: loops -> here
 
     def run(*vals):
         carry, ys = _scan_plain(f, tree_unflatten(c_tree, list(vals[:m])),
                                 tree_unflatten(x_tree, list(vals[m:])), len(vals[m]),
                                 reverse, fast=False)
-        from tapead._prims.shape import stack
         c = tree_flatten(carry)[0]
         y = tree_flatten(ys)[0] if ys is not None else []
         out = _pack(c)
         if y:
-            from tapead._prims.shape import concatenate, reshape
             ycols = stack(list(y), axis=1) if len(y) > 1 else reshape(y[0], (-1, 1))
             return concatenate([out, reshape(ycols, (-1,))])
         return out
@@ -145,7 +144,6 @@ def _scan_scalar_cts(g, vals, loop, m, T, q, reverse, f, c_tree, x_tree, s, cach
     if cache.get("key") == id(g):
         return cache["cts"]
     if isinstance(g, Box) or any(isinstance(v, Box) for v in vals):
-        from tapead.transforms import vjp
         cts = list(vjp(_eager_flat(f, c_tree, x_tree, m, reverse), *vals)[1](g))
     else:
         g = np.asarray(g, dtype=np.float64)
@@ -173,7 +171,6 @@ scan_scalar_p.defvjp_any(lambda k, g, ans, *vals, **p: _scan_scalar_cts(g, vals,
 
 def _scan_scalar_jvp(k, t, ans, *vals, loop, m, T, q, reverse, f, c_tree, x_tree, s,
                      cache):
-    from tapead.transforms import jvp
     tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(v)))
                 for j, v in enumerate(vals)]
     return jvp(_eager_flat(f, c_tree, x_tree, m, reverse), tuple(vals), tuple(tangents))[1]

@@ -134,7 +134,7 @@ def _as_result(g, like):
             "Take np.real explicitly where the computation goes back to real values")
     if isinstance(g, Box):          # traced by an outer transform: cast on its trace
         if np.result_type(_core.concrete(g)) != dtype and np.issubdtype(dtype, np.inexact):
-            from tapead._prims.elementwise import astype
+            from tapead._prims.elementwise import astype  # local: traced values only
             return astype(g, dtype)
         return g
     if np.ndim(g) == 0 and np.ndim(_core.concrete(like)) == 0:
@@ -653,7 +653,7 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             if t is None:
                 t = np.zeros((K,) + oshape, dtype=np.result_type(_core.concrete(val)))
             if isinstance(t, Box):      # tangents traced by an outer transform
-                from tapead._prims.shape import moveaxis, reshape
+                from tapead._prims.shape import moveaxis, reshape  # local: traced values only
             else:
                 moveaxis, reshape = np.moveaxis, np.reshape
                 t = np.asarray(t, dtype=np.result_type(_core.concrete(val)))
@@ -735,7 +735,7 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             for k, xin in enumerate(flat_in):
                 ishape = np.shape(_core.concrete(xin))
                 if rows and isinstance(rows[0][k], Box):
-                    from tapead._prims.shape import reshape, stack
+                    from tapead._prims.shape import reshape, stack  # local: traced values only
                     blk = reshape(stack([r[k] for r in rows]), oshape + ishape)
                 else:
                     dt = np.result_type(_core.concrete(xin))

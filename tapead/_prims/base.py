@@ -17,7 +17,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from tapead import _core
+from tapead import _core, patterns
 from tapead.errors import MissingRuleError
 
 
@@ -135,7 +135,6 @@ class Primitive(_core.PrimitiveBase):
         reused across points.  ``reason`` says why the pattern is coarser than
         the nonzeros at a point; ``patterns.DENSE`` (every output element
         depends on everything the inputs depend on) needs one."""
-        from tapead import patterns
         if not callable(rule):
             raise TypeError(f"{self.name}.defsparsity: the rule must be callable, got "
                             f"{rule!r}")
@@ -169,7 +168,7 @@ class Primitive(_core.PrimitiveBase):
         if out is None:                      # no derivative through this argument
             return None
         if self.elementwise and np.shape(out) != np.shape(ans):
-            from tapead._prims.shape import broadcast_to
+            from tapead._prims.shape import broadcast_to  # cycle: _prims.shape -> here
             out = broadcast_to(out, np.shape(ans))
         return out
 
@@ -223,7 +222,7 @@ class Primitive(_core.PrimitiveBase):
             return None
         dtype = np.result_type(_core.concrete(ans))
         if any(isinstance(r, _core.Box) for r in rows):   # traced by an outer transform
-            from tapead._prims.shape import broadcast_to, stack
+            from tapead._prims.shape import broadcast_to, stack  # cycle: _prims.shape -> here
             zero = np.zeros(np.shape(ans), dtype=dtype)
             return stack([zero if r is None else broadcast_to(r, np.shape(ans))
                           for r in rows])
@@ -242,7 +241,6 @@ class Primitive(_core.PrimitiveBase):
 def defelementwise(prim: Primitive, args=None) -> Primitive:
     """Elementwise family: the JVP broadcasts over directions; output element e
     depends on element e of every operand (of ``args`` only, when given)."""
-    from tapead import patterns
     prim.defbatched(BROADCAST)
     return prim.defsparsity(patterns.ELEMENTWISE if args is None
                             else patterns.elementwise_in(*args))
@@ -251,7 +249,6 @@ def defelementwise(prim: Primitive, args=None) -> Primitive:
 def defzero(prim: Primitive) -> Primitive:
     """Zero-derivative family (floor, sign, stop_gradient...): no tangent in any
     direction, empty pattern."""
-    from tapead import patterns
     prim.defbatched(_no_tangent)
     return prim.defsparsity(patterns.ZERO)
 

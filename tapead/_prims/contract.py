@@ -27,6 +27,8 @@ from tapead._core import Box, bind, concrete, is_complex
 from tapead import patterns
 from tapead._prims.base import Primitive
 from tapead.errors import ShapeError
+from tapead._prims.elementwise import real
+from tapead._prims.shape import reshape, swapaxes
 
 LETTERS = string.ascii_uppercase + string.ascii_lowercase   # numpy's 52 labels
 
@@ -181,7 +183,6 @@ def contraction_cotangent(k, g, ops, subscripts, optimize=False):
     ct = einsum(",".join(terms) + "->" + "".join(target), *operands,
                 optimize=_rule_optimize(optimize))
     if is_complex(ct) and not is_complex(ops[k]):     # a real operand promoted to complex
-        from tapead._prims.elementwise import real
         ct = real(ct)
     return ct
 
@@ -384,7 +385,6 @@ def kron(a, b):
     """``np.kron`` with derivatives (any number of axes, like numpy)."""
     if not _any_box((a, b)):
         return np.kron(a, b)
-    from tapead._prims.shape import reshape
     sa, sb = np.shape(a), np.shape(b)
     if not sa or not sb:
         return a * b
@@ -446,7 +446,6 @@ def matrix_transpose(x, /):
     >>> ta.jacfwd(np.linalg.matrix_transpose)(np.ones((2, 3))).shape     # (3, 2) + (2, 3)
     (3, 2, 2, 3)
     """
-    from tapead._prims.shape import swapaxes
     if np.ndim(x) < 2:
         raise ShapeError(f"matrix_transpose needs at least 2 axes; got shape {np.shape(x)}")
     return swapaxes(x, -1, -2) if _any_box((x,)) else np.linalg.matrix_transpose(x)

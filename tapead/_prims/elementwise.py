@@ -42,8 +42,8 @@ def unbroadcast(x, g):
                                           if n == 1 and gshape[lead + i] != 1)
         out = np.add.reduce(g, axis=axes) if axes else g
         return out.reshape(shape) if out.shape != shape else out
-    from tapead._prims.reductions import sum as _sum
-    from tapead._prims.shape import reshape
+    from tapead._prims.reductions import sum as _sum  # cycle: _prims.reductions -> here
+    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     lead = len(gshape) - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and gshape[lead + i] != 1)

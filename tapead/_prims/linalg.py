@@ -15,13 +15,15 @@ import numpy as np
 
 from tapead import _core, patterns
 from tapead._core import Box, bind, concrete, ndim_of
-from tapead._prims.base import PER_DIRECTION, Primitive
+from tapead._prims.base import Primitive
 from tapead._prims.contract import _dtype_of, dot_nd, einsum
 from tapead.errors import ShapeError
+from tapead._prims.elementwise import unbroadcast
+from tapead._prims.reductions import sum as _sum
+from tapead._prims.shape import broadcast_to, reshape, stack, swapaxes
 
 
 def _mT(x):
-    from tapead._prims.shape import swapaxes
     return swapaxes(x, -1, -2)
 
 
@@ -36,11 +38,65 @@ def _real_for(x, c):
     return c.real if c.dtype.kind == "c" and x.dtype.kind != "c" else c
 
 
+def _batched_jvps(prim, align=False):
+    """Declare the batched JVP of a primitive whose JVP rules broadcast over a
+    leading axis of K directions (matmul, solve, broadcasting arithmetic):
+    each argument's K tangents go through its rule in one call, not one call
+    per direction.  ``align``: the arguments broadcast against each other
+    (solve's stacks), so a tangent gets size-1 axes after its direction axis
+    up to the largest argument's number of axes, which keeps the K axis in
+    front of the broadcast batch axes."""
+    def batched(tans, ans, vals, params, K):
+        nd = max(np.ndim(v) for v in vals) if align else 0
+        total = None
+        for k, t in enumerate(tans):
+            if t is None:
+                continue
+            pad = nd - np.ndim(vals[k])
+            if pad > 0:
+                t = reshape(t, (K,) + (1,) * pad + np.shape(vals[k]))
+            c = prim.jvps[k](t, ans, *vals, **params)
+            if c is not None:                # None: no derivative through this argument
+                total = c if total is None else total + c
+        want = (K,) + np.shape(ans)
+        if total is None or np.shape(total) == want:
+            return total
+        return broadcast_to(total, want)
+    return prim.defbatched(batched)
+
+
+def _matmul_batched(tans, ans, vals, params, K):
+    """K directions of ``da @ b + a @ db`` in one matmul per argument: the
+    direction axis goes in front of the (broadcast) batch axes; a vector
+    operand's K tangents are K rows (for ``a``) or K columns (for ``b``)."""
+    a, b = vals
+    ta, tb = tans
+    na, nb = np.ndim(a), np.ndim(b)
+    want = (K,) + np.shape(ans)
+    total = None
+    if ta is not None:
+        if na == 1 and nb == 2:              # K rows times b: one GEMM
+            c = matmul(ta, b)
+        elif na == 1:                        # K rows of 1 x n against each batch
+            c = matmul(reshape(ta, (K,) + (1,) * max(nb - 2, 0) + (1, np.shape(a)[0])), b)
+        else:
+            c = matmul(reshape(ta, (K,) + (1,) * max(nb - na, 0) + np.shape(a)), b)
+        total = reshape(c, want)
+    if tb is not None:
+        if nb == 1 and na == 2:              # a @ db_k for all k: db @ a^T, one GEMM
+            c = matmul(tb, _mT(a))
+        elif nb == 1:                        # K columns n x 1
+            c = matmul(a, reshape(tb, (K,) + (1,) * max(na - 2, 0) + (np.shape(b)[0], 1)))
+        else:
+            c = matmul(a, reshape(tb, (K,) + (1,) * max(na - nb, 0) + np.shape(b)))
+        c = reshape(c, want)
+        total = c if total is None else total + c
+    return total
+
+
 def _matmul_vjp_a(g, ans, a, b):
     if _plain2d(g, a, b):             # the common case, without the general machinery
         return _real_for(a, g @ b.T)
-    from tapead._prims.elementwise import unbroadcast
-    from tapead._prims.shape import reshape
     na, nb = np.ndim(a), np.ndim(b)
     if na == 1 and nb == 1:
         return unbroadcast(a, g * b)
@@ -55,8 +111,6 @@ def _matmul_vjp_a(g, ans, a, b):
 def _matmul_vjp_b(g, ans, a, b):
     if _plain2d(g, a, b):
         return _real_for(b, a.T @ g)
-    from tapead._prims.elementwise import unbroadcast
-    from tapead._prims.shape import reshape
     na, nb = np.ndim(a), np.ndim(b)
     if na == 1 and nb == 1:
         return unbroadcast(b, g * a)
@@ -71,7 +125,7 @@ def _matmul_vjp_b(g, ans, a, b):
 matmul_p = Primitive("matmul", np.matmul)
 matmul_p.defvjp(_matmul_vjp_a, _matmul_vjp_b)
 matmul_p.defjvp(lambda t, ans, a, b: matmul(t, b), lambda t, ans, a, b: matmul(a, t))
-matmul_p.defbatched(PER_DIRECTION)
+matmul_p.defbatched(_matmul_batched)   # one matmul per argument for K directions
 matmul_p.defsparsity(patterns.MATMUL)
 matmul_p.fast_vjp = _core.FAST_VJP["matmul"]      # the sweep's C shortcut for plain 2-d
 matmul_p.complex_ok = True    # bilinear: transposes, no conjugates (JAX's convention)
@@ -115,7 +169,6 @@ def outer(a, b):
     >>> print(ta.grad(lambda x: np.outer(x, x).sum())(np.array([1.0, 2.0])))   # 2 sum(x)
     [6. 6.]
     """
-    from tapead._prims.shape import reshape
     a = reshape(a, (-1, 1)) if isinstance(a, Box) else np.reshape(a, (-1, 1))
     b = reshape(b, (1, -1)) if isinstance(b, Box) else np.reshape(b, (1, -1))
     return a * b
@@ -141,13 +194,11 @@ def _solve_right(x, m):
 
 def _bmat(x):
     """A (stack of) scalars as a (stack of) 1 x 1 matrices, for broadcasting."""
-    from tapead._prims.shape import reshape
     return reshape(x, np.shape(x) + (1, 1))
 
 
 def _row(x):
     """(..., n) -> (..., 1, n)."""
-    from tapead._prims.shape import reshape
     return reshape(x, np.shape(x)[:-1] + (1, np.shape(x)[-1]))
 
 
@@ -199,7 +250,6 @@ def _solve_impl(a, b):
 
 
 def _unbroadcast(x, g):
-    from tapead._prims.elementwise import unbroadcast
     return unbroadcast(x, g)
 
 
@@ -208,7 +258,7 @@ solve_p.defvjp(lambda g, ans, a, b: _unbroadcast(a, -matmul(solve(_mT(a), g), _m
                lambda g, ans, a, b: _unbroadcast(b, solve(_mT(a), g)))
 solve_p.defjvp(lambda t, ans, a, b: -solve(a, matmul(t, ans)),        # dx = -A^-1 dA x
                lambda t, ans, a, b: solve(a, t))
-solve_p.defbatched(PER_DIRECTION)
+_batched_jvps(solve_p, align=True)       # one stacked solve for K directions
 solve_p.defsparsity(patterns.DENSE, reason="x = A^-1 b: every entry of x depends on every "
                     "entry of A and b")
 
@@ -244,7 +294,6 @@ def solve(a, b):
     >>> bool(np.allclose(gb, np.linalg.solve(A.T, np.ones(2)), rtol=1e-14, atol=0))
     True
     """
-    from tapead._prims.shape import reshape
     n = _square("solve", a)
     sb = np.shape(b)
     vector = len(sb) == 1
@@ -266,8 +315,8 @@ def solve(a, b):
 inv_p = Primitive("inv", lambda a: _lapack("inv", np.linalg.inv, a, hint=_SINGULAR), saves=())
 inv_p.defjvp(lambda t, ans, a: -matmul(ans, matmul(t, ans)))
 inv_p.defvjp(lambda g, ans, a: -matmul(_mT(ans), matmul(g, _mT(ans))))
-inv_p.defbatched(lambda tans, ans, vals, params, K: -np.matmul(
-    ans, np.matmul(tans[0], ans)))                   # K directions in one broadcast
+inv_p.defbatched(lambda tans, ans, vals, params, K: -matmul(
+    ans, matmul(tans[0], ans)))                   # K directions in one broadcast
 inv_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -300,7 +349,7 @@ def inv(a):
 det_p = Primitive("det", np.linalg.det, saves=(0,))
 det_p.defjvp(lambda t, ans, a: ans * _trace(solve(a, t)))
 det_p.defvjp(lambda g, ans, a: _bmat(g * ans) * _mT(inv(a)))
-det_p.defbatched(PER_DIRECTION)
+_batched_jvps(det_p)
 det_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -331,7 +380,6 @@ def _slogdet_impl(a):
 
 
 def _slogdet_jvp(t, ans, a):
-    from tapead._prims.shape import stack
     d = _trace(solve(a, t))
     return stack([0.0 * d, d], axis=-1)              # the sign has no derivative
 
@@ -339,7 +387,7 @@ def _slogdet_jvp(t, ans, a):
 slogdet_p = Primitive("slogdet", _slogdet_impl, saves=(0,))
 slogdet_p.defjvp(_slogdet_jvp)
 slogdet_p.defvjp(lambda g, ans, a: _bmat(g[..., 1]) * _mT(inv(a)))
-slogdet_p.defbatched(PER_DIRECTION)
+_batched_jvps(slogdet_p)
 slogdet_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -390,7 +438,7 @@ def _pinv_vjp_of(G, A, P):
 pinv_p = Primitive("pinv", lambda a, **kw: np.linalg.pinv(a, **kw), saves=(0,))
 pinv_p.defjvp(lambda t, ans, a, **kw: _pinv_jvp_of(t, a, ans))
 pinv_p.defvjp(lambda g, ans, a, **kw: _pinv_vjp_of(g, a, ans))
-pinv_p.defbatched(PER_DIRECTION)
+_batched_jvps(pinv_p)
 pinv_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -425,7 +473,7 @@ lstsq_p.defjvp(lambda t, ans, a, b, rcond=None: matmul(_pinv_jvp_of(t, a, pinv(a
 lstsq_p.defvjp(lambda g, ans, a, b, rcond=None: _pinv_vjp_of(matmul(g, _mT(b)), a,
                                                              pinv(a, rcond)),
                lambda g, ans, a, b, rcond=None: matmul(_mT(pinv(a, rcond)), g))
-lstsq_p.defbatched(PER_DIRECTION)
+_batched_jvps(lstsq_p)                   # pinv(a) once for K directions
 lstsq_p.defsparsity(patterns.DENSE, reason="x = pinv(A) b: every entry of x depends on "
                     "every entry of A and b")
 
@@ -448,8 +496,6 @@ def lstsq(a, b, rcond=None):
     >>> bool(np.allclose(ta.jacrev(fit)(y), np.linalg.pinv(a), rtol=0, atol=1e-14))
     True
     """
-    from tapead._prims.reductions import sum as _sum
-    from tapead._prims.shape import reshape
     if not _any_box(a, b):
         return np.linalg.lstsq(a, b, rcond=rcond)
     sa, sb = np.shape(a), np.shape(b)
@@ -478,7 +524,7 @@ _MOVED = frozenset(["cholesky", "cholesky_p", "eigh", "eigh_p", "eigvalsh", "qr"
 
 def __getattr__(name):
     if name in _MOVED:
-        from tapead._prims import linalg_decomp
+        from tapead._prims import linalg_decomp  # cycle: _prims.linalg_decomp -> here
         return getattr(linalg_decomp, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

@@ -16,11 +16,13 @@ import numpy as np
 
 from tapead._core import Box, bind, concrete
 from tapead import patterns
-from tapead._prims.base import PER_DIRECTION, Primitive
+from tapead._prims.base import Primitive
 from tapead._prims.contract import _dtype_of, einsum
-from tapead._prims.linalg import (_any_box, _lapack, _mT, _result_type, _row, _solve_right,
-                                  _square, _sym, _tri, matmul, solve)
+from tapead._prims.linalg import (_any_box, _batched_jvps, _lapack, _mT, _result_type, _row,
+                                  _solve_right, _square, _sym, _tri, matmul, solve)
 from tapead.errors import NonDifferentiableError, ShapeError
+from tapead._prims.reductions import sum as _sum
+from tapead._prims.shape import concatenate, reshape
 
 _NOT_PD = ("cholesky needs a symmetric positive definite matrix: check that it is "
            "symmetric and that its eigenvalues (tapead.numpy.linalg.eigvalsh) are "
@@ -77,7 +79,7 @@ def _cholesky_impl(a, UPLO="L"):
 cholesky_p = Primitive("cholesky", _cholesky_impl, saves=())
 cholesky_p.defjvp(_cholesky_jvp)
 cholesky_p.defvjp(_cholesky_vjp)
-cholesky_p.defbatched(PER_DIRECTION)
+_batched_jvps(cholesky_p)
 cholesky_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -149,7 +151,6 @@ def _gap_inverse(w):
     _check_spectrum(w)
     n = np.shape(w)[-1]
     eye = np.eye(n, dtype=_dtype_of(w))
-    from tapead._prims.shape import reshape
     d = _row(w) - reshape(w, np.shape(w) + (1,))
     return (1.0 - eye) / (d + eye)
 
@@ -176,7 +177,6 @@ def _read_symmetric_adjoint(G, UPLO):
 
 
 def _eigh_jvp(t, ans, a, UPLO="L"):
-    from tapead._prims.shape import concatenate
     w, V = ans[..., 0, :], ans[..., 1:, :]
     M = matmul(_mT(V), matmul(_read_symmetric(t, UPLO), V))
     dw = einsum("...ii->...i", M)
@@ -196,7 +196,7 @@ def _eigh_vjp(g, ans, a, UPLO="L"):
 eigh_p = Primitive("eigh", _eigh_impl, saves=())
 eigh_p.defjvp(_eigh_jvp)
 eigh_p.defvjp(_eigh_vjp)
-eigh_p.defbatched(PER_DIRECTION)
+_batched_jvps(eigh_p)
 eigh_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -277,7 +277,6 @@ def _qr_impl(a):
 
 
 def _qr_jvp(t, ans, a):
-    from tapead._prims.shape import concatenate
     m = np.shape(a)[-2]
     Q, R = ans[..., :m, :], ans[..., m:, :]
     B = _solve_right(t, R)                           # dA R^-1
@@ -299,7 +298,7 @@ def _qr_vjp(g, ans, a):
 qr_p = Primitive("qr", _qr_impl, saves=())
 qr_p.defjvp(_qr_jvp)
 qr_p.defvjp(_qr_vjp)
-qr_p.defbatched(PER_DIRECTION)
+_batched_jvps(qr_p)
 qr_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -385,7 +384,6 @@ def _check_singular_values(s, gaps: bool):
 
 def _svd_gap_inverse(s):
     """F[..., i, j] = 1 / (s_j^2 - s_i^2) off the diagonal, 0 on it."""
-    from tapead._prims.shape import reshape
     _check_singular_values(s, gaps=True)
     eye = np.eye(np.shape(s)[-1], dtype=_dtype_of(s))
     s2 = s * s
@@ -396,7 +394,6 @@ def _svd_jvp(t, ans, a):
     """JAX's rule (``_svd_jvp_rule``) for real matrices: with dS = U^T dA V,
     ds = diag(dS), dU = U (F o (dS S + S dS^T)), dV = V (F o (S dS + dS^T S)), plus
     the parts of dA outside the span of U (tall) or of V (wide)."""
-    from tapead._prims.shape import concatenate, reshape
     m, n = np.shape(a)[-2:]
     U, s, Vh = _svd_parts(ans, m)
     V = _mT(Vh)
@@ -418,7 +415,6 @@ def _svd_jvp(t, ans, a):
 
 def _svd_vjp(g, ans, a):
     """The transpose of ``_svd_jvp`` (autograd's ``grad_svd``, real case)."""
-    from tapead._prims.shape import reshape
     m, n = np.shape(a)[-2:]
     U, s, Vh = _svd_parts(ans, m)
     gU, gs, gVh = _svd_parts(g, m)
@@ -451,7 +447,6 @@ _leading_axis_jvps(svd_p)
 
 def _svd_values_jvp(t, s, a):
     """ds = diag(U^T dA V), with U, V of the (traced) reduced decomposition."""
-    from tapead._prims.reductions import sum as _sum
     _check_singular_values(s, gaps=False)
     U, _, Vh = _svd_parts(bind(svd_p, a) if isinstance(a, Box) else _svd_impl(a),
                           np.shape(a)[-2])

@@ -18,6 +18,7 @@ from tapead._prims.contract import _dtype_of
 from tapead._prims.linalg import _any_box, _mT, _square, _unbroadcast, matmul
 from tapead._prims.linalg_decomp import _leading_axis_jvps, cholesky
 from tapead.errors import ShapeError
+from tapead._prims.shape import concatenate, reshape
 
 
 # ---------------------------------------------------------------------------
@@ -111,7 +112,6 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
         return scipy.linalg.solve_triangular(a, b, trans=trans, lower=lower,
                                              unit_diagonal=unit_diagonal,
                                              overwrite_b=overwrite_b, check_finite=check_finite)
-    from tapead._prims.shape import reshape
     n = _square("solve_triangular", a)
     _transposed(trans)
     sb = np.shape(b)
@@ -183,7 +183,6 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
 def _frechet(a, e):
     """``L(a, e)``, the directional derivative of expm at ``a`` along ``e``,
     by the block-matrix identity (Higham, Functions of Matrices, thm. 3.6)."""
-    from tapead._prims.shape import concatenate
     n = np.shape(a)[-1]
     zero = np.zeros(np.broadcast_shapes(np.shape(a), np.shape(e)), dtype=_dtype_of(a, e))
     a = a + zero                                     # broadcast the batch axes

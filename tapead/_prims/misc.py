@@ -470,7 +470,7 @@ def convolve(a, v, mode="full"):
     """
     if not _box(a, v):
         return np.convolve(a, v, mode=mode)
-    from tapead._prims.linalg import matmul
+    from tapead._prims.linalg import matmul  # local: traced values only
     a, v = _arr(a), _arr(v)
     if mode not in ("full", "same", "valid"):
         raise ValueError(f"mode must be one of 'full', 'same', or 'valid' (got {mode!r})")

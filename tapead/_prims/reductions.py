@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.special as sps
 
-from tapead._core import Box, bind, concrete
+from tapead._core import Box, bind, concrete, is_complex
 from tapead import patterns
-from tapead._prims.base import PER_DIRECTION, Primitive
+from tapead._prims.base import Primitive
 
 
 def _norm_axis(axis, ndim):
@@ -37,7 +37,7 @@ def _norm_axis(axis, ndim):
 
 def _expand_back(g, x_shape, axis, keepdims):
     """Broadcast a reduced cotangent back to ``x_shape``."""
-    from tapead._prims.shape import broadcast_to, reshape
+    from tapead._prims.shape import broadcast_to, reshape  # cycle: _prims.shape -> here
     if not keepdims:
         axes = _norm_axis(axis, len(x_shape))
         kept = tuple(1 if i in axes else n for i, n in enumerate(x_shape))
@@ -121,9 +121,8 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
 
 def _abs2(x):
     """|x|^2 elementwise: x * x, or Re(x conj(x)) for complex x (as numpy's var/norm)."""
-    from tapead._core import is_complex
     if is_complex(x):
-        from tapead._prims.elementwise import conjugate, real
+        from tapead._prims.elementwise import conjugate, real  # cycle: _prims.elementwise -> here
         return real(x * conjugate(x))
     return x * x
 
@@ -151,7 +150,7 @@ def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     """
     if not isinstance(x, Box):
         return np.std(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
-    from tapead._prims.elementwise import sqrt
+    from tapead._prims.elementwise import sqrt  # cycle: _prims.elementwise -> here
     if ddof == 0 and _count(np.shape(x), axis) == 1:
         _reject("std", dtype, out, x, **kw)
         return sum(x, axis=axis, keepdims=keepdims) * 0.0     # identically 0
@@ -220,7 +219,7 @@ def ptp(x, axis=None, out=None, keepdims=False):
 # prod: partial derivatives without dividing by zero ------------------------------
 def _to_last(x, axes):
     """Move ``axes`` to the end and flatten them: shape (rest..., n)."""
-    from tapead._prims.shape import reshape, transpose
+    from tapead._prims.shape import reshape, transpose  # cycle: _prims.shape -> here
     shape = np.shape(x)
     rest = tuple(i for i in range(len(shape)) if i not in axes)
     perm = rest + tuple(axes)
@@ -229,15 +228,15 @@ def _to_last(x, axes):
 
 
 def _from_last(y, shape, perm):
-    from tapead._prims.shape import reshape, transpose
+    from tapead._prims.shape import reshape, transpose  # cycle: _prims.shape -> here
     y = reshape(y, tuple(shape[i] for i in perm))
     return transpose(y, tuple(int(i) for i in np.argsort(perm)))
 
 
 def _others(xm):
     """prod over j != i of xm[..., j], for each i (last axis): an n-by-n product."""
-    from tapead._prims.elementwise import where
-    from tapead._prims.shape import reshape
+    from tapead._prims.elementwise import where  # cycle: _prims.elementwise -> here
+    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     n = np.shape(xm)[-1]
     y = where(np.eye(n, dtype=bool), 1.0, reshape(xm, np.shape(xm)[:-1] + (1, n)))
     return prod(y, axis=-1)
@@ -245,7 +244,7 @@ def _others(xm):
 
 def _prod_partials(x, ans, axis, keepdims):
     """d prod(x) / dx, shaped like x, written with tapead operations."""
-    from tapead._prims.elementwise import where
+    from tapead._prims.elementwise import where  # cycle: _prims.elementwise -> here
     shape = np.shape(x)
     axes = _norm_axis(axis, len(shape))
     zero = np.asarray(concrete(x)) == 0
@@ -297,7 +296,7 @@ def prod(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
 
 # cumsum, cumprod ------------------------------------------------------------------
 def _flip(x, axis):
-    from tapead._prims.shape import getitem
+    from tapead._prims.shape import getitem  # cycle: _prims.shape -> here
     idx = [slice(None)] * np.ndim(x)
     idx[axis] = slice(None, None, -1)
     return getitem(x, tuple(idx))
@@ -318,7 +317,7 @@ cumsum_p.complex_ok = True      # linear: the same rule holds for complex values
 
 def _flat_axis(name, x, axis):
     """numpy's axis=None means 'flattened'; returns (x, int axis)."""
-    from tapead._prims.shape import reshape
+    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     if axis is None or np.ndim(x) == 0:
         return reshape(x, (-1,)), 0
     return x, int(axis) % np.ndim(x)
@@ -335,8 +334,8 @@ def cumsum(x, axis=None, dtype=None, out=None):
 
 def _cumprod_jacobian(x, axis):
     """J[..., k, i] = d cumprod(x)_k / d x_i along ``axis`` (moved last), zero-safe."""
-    from tapead._prims.elementwise import where
-    from tapead._prims.shape import reshape
+    from tapead._prims.elementwise import where  # cycle: _prims.elementwise -> here
+    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     xm, perm = _to_last(x, (axis,))
     n = np.shape(xm)[-1]
     tril = np.tril(np.ones((n, n), dtype=bool))
@@ -348,7 +347,7 @@ def _cumprod_jacobian(x, axis):
 def _cumprod_vjp(g, ans, x, axis):
     if not (np.asarray(concrete(x)) == 0).any():
         return _rev_cumsum(g * ans, axis) / x
-    from tapead._prims.shape import reshape
+    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     jac, perm = _cumprod_jacobian(x, axis)
     gm, _ = _to_last(g, (axis,))
     gx = sum(reshape(gm, np.shape(gm) + (1,)) * jac, axis=-2)
@@ -358,7 +357,7 @@ def _cumprod_vjp(g, ans, x, axis):
 def _cumprod_jvp(t, ans, x, axis):
     if not (np.asarray(concrete(x)) == 0).any():
         return ans * cumsum(t / x, axis)
-    from tapead._prims.shape import reshape
+    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     jac, perm = _cumprod_jacobian(x, axis)
     tm, _ = _to_last(t, (axis,))
     tx = sum(reshape(tm, np.shape(tm)[:-1] + (1, np.shape(tm)[-1])) * jac, axis=-1)
@@ -368,7 +367,22 @@ def _cumprod_jvp(t, ans, x, axis):
 cumprod_p = Primitive("cumprod", lambda x, axis: np.cumprod(x, axis=axis), saves=(0,))
 cumprod_p.defvjp(_cumprod_vjp)
 cumprod_p.defjvp(_cumprod_jvp)
-cumprod_p.defbatched(PER_DIRECTION)
+
+
+def _cumprod_batched(tans, ans, vals, params, K):
+    """The K directions of ``_cumprod_jvp`` at once: its axis moves one place
+    right, behind the direction axis; the zero-safe Jacobian is built once."""
+    t, x, axis = tans[0], vals[0], params["axis"]
+    if not (np.asarray(concrete(x)) == 0).any():
+        return ans * cumsum(t / x, axis + 1)
+    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
+    jac, _ = _cumprod_jacobian(x, axis)               # (rest..., n, n)
+    tm, perm = _to_last(t, (axis + 1,))               # (K, rest..., n)
+    tx = sum(reshape(tm, np.shape(tm)[:-1] + (1, np.shape(tm)[-1])) * jac, axis=-1)
+    return _from_last(tx, np.shape(t), perm)
+
+
+cumprod_p.defbatched(_cumprod_batched)
 cumprod_p.defsparsity(patterns.CUMULATIVE)
 
 
@@ -421,8 +435,8 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """
     if not isinstance(a, Box) and not isinstance(b, Box):
         return sps.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
-    from tapead._prims.elementwise import absolute, exp, log
-    from tapead._prims.shape import reshape
+    from tapead._prims.elementwise import absolute, exp, log  # cycle: _prims.elementwise -> here
+    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     ac = np.asarray(concrete(a))
     if b is not None:
         ac = np.broadcast_to(ac, np.broadcast_shapes(ac.shape, np.shape(b)))
@@ -447,7 +461,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 
 # norm: vector and matrix norms, composites ----------------------------------------
 def _keep(out, shape, axes, keepdims):
-    from tapead._prims.shape import reshape
+    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     if not keepdims:
         return out
     return reshape(out, tuple(1 if i in axes else n for i, n in enumerate(shape)))
@@ -472,7 +486,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     """
     if not isinstance(x, Box):
         return np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
-    from tapead._prims.elementwise import absolute, sqrt
+    from tapead._prims.elementwise import absolute, sqrt  # cycle: _prims.elementwise -> here
     shape = np.shape(x)
     nd = len(shape)
     if axis is None and (ord is None or nd <= 1):

@@ -20,6 +20,7 @@ import numpy as np
 from tapead._core import Box, bind, concrete, guard_value
 from tapead import patterns
 from tapead._prims.base import Primitive
+from tapead._prims.shape import reshape
 
 
 def _inverse(perm, axis):
@@ -70,7 +71,6 @@ def sort(x, axis=-1, kind=None, order=None, **kw):
     if not isinstance(x, Box):
         return np.sort(x, axis=axis, kind=kind, order=order, **kw)
     _check_order("sort", order)
-    from tapead._prims.shape import reshape
     if axis is None or np.ndim(x) == 0:
         x, axis = reshape(x, (-1,)), 0
     return bind(sort_p, x, axis=int(axis) % np.ndim(x))

@@ -235,7 +235,7 @@ def vmap(stage, n: int, inputs: Sequence[Any]):
     >>> print(mapped(np.arange(6.0)))
     [ 1. 13. 41.]
     """
-    from tapead.scaly.function import Function
+    from tapead.scaly.function import Function  # cycle: scaly.function -> here
     if not isinstance(stage, Function):
         raise TypeError(f"sc.vmap needs an sc.Function as stage, got {stage!r}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:

@@ -24,6 +24,8 @@ from tapead.scaly.control_spec import LoopSpec, check_function as _check_functio
 from tapead.scaly.errors import LayoutError, ScalyShapeError
 from tapead.scaly.expr import Expr, as_expr, const, make_node
 from tapead.scaly.types import TensorType, dtypes
+from tapead.scaly.function import Function
+from tapead.scaly.loops_lower import run
 
 
 def _count(value, what: str) -> int:
@@ -152,7 +154,6 @@ def _results(spec: LoopSpec, operands: List[Expr]) -> List[Expr]:
     input and no Function is being traced (numbers in, numbers out)."""
     nodes = spec.nodes(operands)
     if all(o.op == "const" for o in operands) and not tracing.tracing():
-        from tapead.scaly.loops_lower import run
         values = run(spec, [o.attrs["value"] for o in operands])
         return [const(np.asarray(v, dtype=t.dtype)) for v, t in
                 zip(values[:spec.traj_offset], spec.out_types)]

@@ -21,6 +21,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from tapead.scaly import layout as lay
 from tapead.scaly.expr import Expr, make_node, sym, zeros
 from tapead.scaly.types import TensorType, dtypes
+from tapead.scaly.function import Function
+from tapead.scaly.sparsity import _pattern
 
 FLOAT = dtypes.float64
 
@@ -139,7 +141,6 @@ class LoopSpec:
         """Per operand, the union over branches of the pattern of output ``k``
         with respect to it (None for a non-float operand)."""
         if k not in self._patterns:
-            from tapead.scaly.sparsity import _pattern
             pats = []
             for j, t in enumerate(self.xs_types):
                 if t.dtype != FLOAT:
@@ -178,7 +179,6 @@ def fresh(base: str, taken: set) -> str:
 def make_function(name: str, inputs: Sequence[Expr], outputs: Sequence[Tuple[str, Expr]]):
     """A Function with input nodes ``inputs`` (named by their symbols) and the
     named output expressions, all leaves of one group."""
-    from tapead.scaly.function import Function
     params = [lay.arg(node.attrs["name"], node.type) for node in inputs]
     outs = lay.group(*[lay.arg(n, e.type) for n, e in outputs])
     return Function(name, params, outs, list(inputs), [e for _, e in outputs])

@@ -194,7 +194,7 @@ def jacobian_expr(y: Expr, x: Expr) -> Expr:
     Jacobian is dense); the entries are then scattered into the dense matrix
     (``tapead.scaly.sparsity.dense_jacobian_expr``).
     """
-    from tapead.scaly.sparsity import dense_jacobian_expr
+    from tapead.scaly.sparsity import dense_jacobian_expr  # cycle: scaly.sparsity -> here
     return dense_jacobian_expr(y, x)
 
 

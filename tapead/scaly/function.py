@@ -20,6 +20,7 @@ from tapead.scaly.errors import LayoutError, ScalyShapeError, UnknownNameError
 from tapead.scaly.expr import Expr, as_expr, sym, topo_order
 from tapead.scaly.lower import LoweredProgram, free_inputs
 from tapead.scaly.types import TensorType, dtypes
+from tapead.scaly.simplify import simplify
 
 
 class Function:
@@ -123,7 +124,7 @@ class Function:
                               f"({', '.join(map(repr, self.params))}), got {len(args)}")
         flat = lay.flatten(self.params, args, f"function {self.name}")
         if any(isinstance(v, Expr) for v in flat):
-            from tapead.scaly.calls import call_nodes
+            from tapead.scaly.calls import call_nodes  # cycle: scaly.calls -> here
             outs = call_nodes(self, flat)
         else:
             if program is not None and not program.takes_args:     # groups unpacked
@@ -164,14 +165,13 @@ class Function:
         """The outputs with every call replaced by the callee's graph
         (``tapead.scaly.calls.expand_calls``; computed once)."""
         if self._expanded is None:
-            from tapead.scaly.calls import expand_calls
+            from tapead.scaly.calls import expand_calls  # cycle: scaly.calls -> here
             self._expanded = expand_calls(self.outputs)
         return self._expanded
 
     def simplified_outputs(self) -> List[Expr]:
         """The expanded outputs after ``tapead.scaly.simplify`` (computed once)."""
         if self._simplified is None:
-            from tapead.scaly.simplify import simplify
             self._simplified = simplify(self.expanded_outputs())
         return self._simplified
 

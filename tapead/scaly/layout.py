@@ -12,7 +12,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tapead.scaly.errors import LayoutError
+from tapead.scaly.errors import LayoutError, ScalyShapeError
 from tapead.scaly.types import TensorType
 
 
@@ -210,7 +210,6 @@ def check_value_shape(leaf: Leaf, value: Any, where: str) -> np.ndarray:
         raise LayoutError(f"{where}: input '{leaf.name}' got a {type(value).__name__}, "
                           "which is not a number or an array")
     if arr.shape != shape:
-        from tapead.scaly.errors import ScalyShapeError
         raise ScalyShapeError(
             f"{where}: input '{leaf.name}' expects shape {shape}, got an array of "
             f"shape {arr.shape}; pass an array of shape {shape}")

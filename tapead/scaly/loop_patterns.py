@@ -19,6 +19,7 @@ from typing import List, Optional
 
 import numpy as np
 import scipy.sparse as sp
+from tapead.scaly.sparsity import _pattern
 
 #: longer scans keep the dense superset pattern
 MAX_STEPS = 1000
@@ -34,7 +35,6 @@ def _body_patterns(spec) -> list:
     """Per body output, per body input: the body's pattern (float CSR) or None."""
     cached = spec._derived.get("body_patterns")
     if cached is None:
-        from tapead.scaly.sparsity import _pattern
         fn = spec.body
         outs, ins = fn.expanded_outputs(), fn.inputs
         cached = [[None if y.dtype != np.float64 or x.dtype != np.float64 else

@@ -29,6 +29,9 @@ from tapead import patterns as _patterns
 from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead.scaly.expr import Expr, topo_order
 from tapead.scaly.lower import LOWERINGS
+from tapead.checkpointing import reverse_with_checkpoints
+from tapead.scaly.control_spec import make_function
+from tapead.scaly.scalarize import scalarize
 
 
 class LoopResult:
@@ -132,7 +135,6 @@ def run_checkpointed(spec, values: Sequence[Any]) -> List[Any]:
     """A checkpointed backward loop (``tapead.scaly.control_checkpoints``):
     the primal steps are recomputed from at most ``spec.checkpoints`` stored
     carries (revolve) and reversed one by one, last executed step first."""
-    from tapead.checkpointing import reverse_with_checkpoints
     primal, nb = spec.recompute, spec.n_carry
     pos = nb + (1 if spec.has_trip else 0)
     L = primal.length
@@ -239,7 +241,6 @@ def _scalar_plan(spec) -> Any:
         plan = None
         if all(t.dtype == np.float64 for t in spec.carry_types + spec.xs_types +
                spec.y_types):
-            from tapead.scaly.scalarize import scalarize
             index = [spec.body.inputs[spec.n_carry].id] if spec.index else []
             plan = scalarize(spec.body, as_float=index)
         spec._derived["scalar_plan"] = plan
@@ -304,8 +305,6 @@ def _while_plan(spec) -> Any:
         if not spec.index and test.op in _COMPARISONS and all(
                 o.shape == () and o.dtype == np.float64 for o in test.operands) and all(
                 t.dtype == np.float64 for t in spec.carry_types + spec.xs_types):
-            from tapead.scaly.control_spec import make_function
-            from tapead.scaly.scalarize import scalarize
             sides = make_function(f"{spec.cond.name}_sides", spec.cond.inputs,
                                   [("lhs", test.operands[0]), ("rhs", test.operands[1])])
             body, cond = scalarize(spec.body), scalarize(sides)
@@ -585,7 +584,7 @@ def _pick_sparsity(rec, pats, shapes, out_shape, N):
     (``tapead.scaly.loop_patterns``); a branch output's is the union over
     branches of what each branch reads; any other loop output depends on
     everything its operands do (a superset)."""
-    from tapead.scaly import loop_patterns
+    from tapead.scaly import loop_patterns  # cycle: scaly -> scaly.control -> here
     spec, k = rec.params["spec"], rec.params["output"]
     operand_pats = pats[1:]
     size = int(np.prod(out_shape, dtype=np.int64))

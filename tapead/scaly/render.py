@@ -8,6 +8,7 @@ import numpy as np
 
 from tapead.scaly.expr import Expr, topo_order
 from tapead.scaly.function import Function
+from tapead.scaly.calls import callees
 
 # attributes that the result type already shows
 _HIDDEN = {"gather": ("shape",), "scatter": ("shape",), "input": ("shape", "dtype"),
@@ -71,7 +72,6 @@ def render_expr_assembly(fn: Function) -> str:
       }
     }
     """
-    from tapead.scaly.calls import callees
     lines = ["expr.module {"]
     for f in [fn] + callees(fn.outputs):
         lines += _render_func(f)

@@ -19,6 +19,7 @@ import numpy as np
 
 from tapead.scaly.expr import Expr, apply, const, sym, topo_order
 from tapead.scaly.types import dtypes
+from tapead.scaly.control_spec import fresh, make_function
 
 #: the most scalar nodes a rewritten graph may have
 SCALAR_LIMIT = 4096
@@ -92,7 +93,6 @@ def scalarize(fn, as_float: Sequence[int] = ()) -> Optional[object]:
     float64 values, which is exact when every op that reads them computes in
     float64 (any other use leaves the graph as it is: None).
     """
-    from tapead.scaly.control_spec import fresh, make_function
     outputs = fn.simplified_outputs()
     floats = set(as_float)
     if any(n.dtype != dtypes.float64 and not (n.id in floats and n.shape == ())

@@ -29,6 +29,9 @@ from tapead.scaly.expr import (Expr, const, gather, reshape, scatter, stack, top
                                zeros)
 from tapead.scaly.function import Function, derived, leaf_like
 from tapead.scaly.types import TensorType, dtypes
+from tapead.scaly.calls import expand_calls
+from tapead.scaly.lower import LoweredProgram
+from tapead.scaly.simplify import simplify
 
 
 class Sparsity:
@@ -126,9 +129,6 @@ def _generic_values(node: Expr) -> np.ndarray:
 
 def _pattern(y: Expr, x: Expr) -> Sparsity:
     """Pattern of d y / d x over the flattened elements, shape (y.size, x.size)."""
-    from tapead.scaly.calls import expand_calls
-    from tapead.scaly.lower import LoweredProgram
-    from tapead.scaly.simplify import simplify
     (y,) = simplify(expand_calls([y]))
     nodes = topo_order([y])
     if not x.diff or all(n is not x for n in nodes):

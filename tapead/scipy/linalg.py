@@ -15,6 +15,7 @@ reachable as ``np.linalg.*`` on traced values.
 """
 from tapead._prims.linalg_scipy import (  # noqa: F401
     cho_factor, cho_solve, expm, solve_triangular)
+from tapead._core import Box
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
@@ -22,7 +23,6 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     the lower ``L`` with ``lower=True``; differentiable (see
     ``tapead.numpy.linalg.cholesky``).  Like scipy, only that triangle of ``a``
     is read."""
-    from tapead._core import Box
     if not isinstance(a, Box):
         import scipy.linalg
         return scipy.linalg.cholesky(a, lower=lower, overwrite_a=overwrite_a,
