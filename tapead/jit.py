@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 import functools
 import threading
-from typing import Any, Callable, NamedTuple, Sequence, Union
+from typing import Callable, NamedTuple, Sequence, Union
 
 import numpy as np
 
@@ -28,8 +28,6 @@ from tapead.transforms import (_Where, _argnums, _check_kinds, _check_leaf,
                                _split_aux, _unbox_out)
 
 __all__ = ["jit", "JitCacheInfo"]
-
-_TRACED = "traced"
 
 
 class JitCacheInfo(NamedTuple):
@@ -89,8 +87,8 @@ def _structure_key(td):
 class _Recorded:
     """One recording: its tape, where the inputs and outputs are on it, and a lock."""
 
-    __slots__ = ("tape", "n_leaves", "traced_pos", "spread", "out_td", "out_ids",
-                 "out_consts", "grad", "grad_ids", "lock", "td")
+    __slots__ = ("tape", "td", "out_td", "out_ids", "out_consts", "grad", "grad_ids",
+                 "lock")
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -147,6 +145,8 @@ class _Jitted:
         statics = []
         for i in static:
             v = args[i]
+            if isinstance(v, Box) or any(isinstance(x, Box) for x in tree_flatten(v)[0]):
+                raise _Eager
             try:
                 hash(v)
             except TypeError:

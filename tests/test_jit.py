@@ -24,6 +24,9 @@ def _same(a, b):
     lb, tb = ta.tree_flatten(b)
     assert ta_ == tb
     for u, v in zip(la, lb):
+        if isinstance(u, (str, int)):
+            assert u == v and type(u) is type(v)
+            continue
         assert type(u) is type(v) or (np.isscalar(u) and np.isscalar(v)), (type(u), type(v))
         np.testing.assert_array_equal(u, v)
         assert np.shape(u) == np.shape(v) and np.result_type(u) == np.result_type(v)
@@ -219,3 +222,29 @@ def test_threads_agree():
         _same(a, b)
     for a, w in zip(got_f, ws):
         assert a == (np.abs(w[1]).sum() if w[1][0] > 0 else -w[1].sum())
+
+
+def test_keyword_arguments_are_traced_and_constant_outputs_kept():
+    def f(x, scale=1.0, label="a"):
+        return {"y": x * scale, "label": label, "three": 3}
+    jf = ta.jit(f)
+    x = np.array([1.0, 2.0])
+    _same(jf(x, scale=2.0), f(x, scale=2.0))
+    _same(jf(x, scale=5.0), f(x, scale=5.0))        # replay: the new scale flows through
+    assert jf.cache_info().hits == 1
+    _same(jf(x, scale=5.0, label="b"), f(x, scale=5.0, label="b"))
+    assert jf.cache_info().misses == 2
+
+
+def test_static_argument_traced_by_an_outer_transform_runs_eagerly():
+    jf = ta.jit(lambda x, c: x * c, static_argnums=1)
+    assert jf(2.0, 3.0) == 6.0
+    assert ta.grad(lambda c: jf(2.0, c))(3.0) == 2.0
+
+
+def test_float32_gradients_bit_for_bit():
+    f = lambda w: (np.tanh(w) * w).sum()
+    jg = ta.jit(ta.grad(f))
+    for s in (1.0, 2.0, 3.0):
+        w = np.linspace(-1, 1, 5, dtype=np.float32) * np.float32(s)
+        _same(jg(w), ta.grad(f)(w))
