@@ -64,7 +64,16 @@ def _leaf_key(x):
             f"jit: an argument leaf of type {t.__name__} is neither a float (array) "
             "nor hashable, so it can be neither traced nor part of the cache key; "
             "pass floats or numpy arrays, or make the value hashable (a tuple)") from None
-    return (t, x), False
+    return _static_key(x), False
+
+
+def _static_key(x):
+    """A cache-key entry for a static value: its type and value, and for floats
+    and complex numbers its repr too (-0.0 == 0.0, but a function may tell them
+    apart, e.g. through copysign)."""
+    if isinstance(x, (float, complex, np.inexact)):
+        return type(x), x, repr(x)
+    return type(x), x
 
 
 def _structure_key(td):
@@ -154,7 +163,7 @@ class _Jitted:
                                 f"hashable, got a {type(v).__name__}; pass a tuple "
                                 "instead of a list, or trace it (drop it from "
                                 "static_argnums)") from None
-            statics.append((i, type(v), v))
+            statics.append((i, _static_key(v)))
         key = (len(args), bool(kwargs), tuple(keys), tuple(statics))
         return key, tuple(tds), leaves, traced
 

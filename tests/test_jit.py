@@ -248,3 +248,9 @@ def test_float32_gradients_bit_for_bit():
     for s in (1.0, 2.0, 3.0):
         w = np.linspace(-1, 1, 5, dtype=np.float32) * np.float32(s)
         _same(jg(w), ta.grad(f)(w))
+
+
+def test_static_minus_zero_is_not_zero():
+    jf = ta.jit(lambda x, s: x * np.copysign(1.0, s), static_argnums=1)
+    assert jf(2.0, 0.0) == 2.0
+    assert jf(2.0, -0.0) == -2.0
