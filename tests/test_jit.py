@@ -254,3 +254,20 @@ def test_static_minus_zero_is_not_zero():
     jf = ta.jit(lambda x, s: x * np.copysign(1.0, s), static_argnums=1)
     assert jf(2.0, 0.0) == 2.0
     assert jf(2.0, -0.0) == -2.0
+
+
+def test_jit_grad_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    def body(m, w, x, t):
+        return ((m.tanh(x @ w) - t) ** 2).mean() + 1e-3 * (w ** 4).sum()
+    rng = np.random.default_rng(4)
+    x, t = rng.normal(size=(8, 3)), rng.normal(size=8)
+    jg = ta.jit(ta.grad(lambda w, x, t: body(np, w, x, t)))
+    jgj = jax.grad(lambda w: body(jnp, w, x, t))
+    for _ in range(3):
+        w = rng.normal(size=3)
+        np.testing.assert_allclose(jg(w, x, t), np.asarray(jgj(w)), rtol=1e-12, atol=1e-14)
+    assert jg.cache_info().hits == 2
