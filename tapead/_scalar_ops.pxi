@@ -50,6 +50,41 @@ cdef inline double _pow_base_partial(double x, double c) noexcept nogil:
     return c * c_pow(x, c - 1.0)
 
 
+cdef inline double _powc_value(double x, double c) noexcept nogil:
+    # x**c for a constant exponent: small integer powers by multiplication
+    # (2 and -1 are correctly rounded, as pow; 3 and 4 within 2 ulp), 0.5 by
+    # sqrt where it equals pow (x > 0: pow(-0.0, 0.5) is +0.0, sqrt(-0.0) -0.0)
+    cdef double t
+    if c == 2.0:
+        return x * x
+    if c == 3.0:
+        return x * x * x
+    if c == 4.0:
+        t = x * x
+        return t * t
+    if c == -1.0:
+        return 1.0 / x
+    if c == 0.5 and x > 0.0:
+        return c_sqrt(x)
+    return c_pow(x, c)
+
+
+cdef inline double _powc_partial(double x, double c) noexcept nogil:
+    # d/dx x**c as the array rule (elementwise.py's _pow_dx) computes it;
+    # 0 for c == 0 (x**0 is the constant 1)
+    if c == 2.0:
+        return 2.0 * x
+    if c == 3.0:
+        return 3.0 * (x * x)
+    if c == 4.0:
+        return 4.0 * (x * x * x)
+    if c == -1.0:
+        return -1.0 / (x * x)
+    if c == 0.5:
+        return 0.5 / c_sqrt(x)
+    return _pow_base_partial(x, c)
+
+
 cdef inline double _pow_exp_partial(double x, double v) noexcept nogil:
     # d/dy x**y = x**y log x; 0 where x**y == 0 (JAX's convention at x == 0)
     if v == 0.0:
@@ -119,7 +154,7 @@ cdef inline int scalar_eval(int op, double x, double y, double *v,
     elif op == OP_RDIVC:
         v[0] = y / x; d0[0] = -v[0] / x; d1[0] = y
     elif op == OP_POWC:
-        v[0] = c_pow(x, y); d0[0] = _pow_base_partial(x, y); d1[0] = y
+        v[0] = _powc_value(x, y); d0[0] = _powc_partial(x, y); d1[0] = y
     elif op == OP_RPOWC:
         v[0] = c_pow(y, x); d0[0] = _pow_exp_partial(y, v[0]); d1[0] = y
     elif op == OP_NEG:

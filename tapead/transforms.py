@@ -375,6 +375,9 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
         if has_aux:
             return (value, _concrete_tree(aux, tape)), g
         return value, g
+    # ta.jit recognises this wrapper and replays f's tape with one reverse sweep
+    value_and_grad_f._tapead_grad = (f, argnums, has_aux, holomorphic, "value_and_grad",
+                                     value_and_grad_f)
     return value_and_grad_f
 
 
@@ -427,6 +430,7 @@ def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             (_, aux), g = vg(*args, **kwargs)
             return g, aux
         return vg(*args, **kwargs)[1]
+    grad_f._tapead_grad = (f, argnums, has_aux, holomorphic, "grad", grad_f)  # for ta.jit
     return grad_f
 
 

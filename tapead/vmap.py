@@ -26,6 +26,7 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box, shape_of
+from tapead._prims.shape import stack
 from tapead._tree import _node_children, tree_flatten, tree_unflatten
 from tapead.errors import ShapeError
 
@@ -115,7 +116,6 @@ def _lane_template(x, axis: int):
 
 def _stack(lanes: list, axis: int):
     if any(isinstance(v, Box) for v in lanes):
-        from tapead._prims.shape import stack
         return stack(lanes, axis=axis)
     return np.stack([np.asarray(v) for v in lanes], axis=axis)
 

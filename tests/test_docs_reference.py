@@ -29,7 +29,7 @@ TA_NAMES = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian
             "record", "Recording", "stop_gradient", "checkpoint", "scan", "fori_loop",
             "custom_jvp", "custom_vjp", "check_grads", "jacobian_sparsity", "sparse_jacobian",
             "sparse_hessian", "tree_flatten", "tree_unflatten", "tree_map", "while_loop", "cond",
-            "switch", "checkpoint_cost", "fixed_point", "custom_root", "vmap"]
+            "switch", "checkpoint_cost", "fixed_point", "custom_root", "vmap", "jit"]
 SC_NAMES = [n for n in sc.__all__ if not n.endswith("Error") and n != "dtypes"]
 LINALG_NAMES = [n for n in tla.__all__ if n != "LinAlgError"]
 # the scipy ufuncs get their docstrings from a factory; the page api/scipy.md

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from tapead.scaly.control_spec import LoopSpec, check_function
+from tapead.scaly.function import Function
 from tapead.scaly.errors import LayoutError
 from tapead.scaly.types import TensorType
 
@@ -73,7 +74,6 @@ def custom_derivative(fn, forward=None, reverse=None):
     >>> fast(np.array(2.0)), sc.gradient(fast, "y", "x")(np.array(2.0))
     (np.float64(8.0), np.float64(12.0))
     """
-    from tapead.scaly.function import Function
     fn = check_function(fn, "sc.custom_derivative's function")
     ins = [leaf.type for leaf in fn.input_leaves]
     outs = [leaf.type for leaf in fn.output_leaves]

@@ -19,9 +19,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from tapead.scaly import layout as lay
+from tapead.scaly.function import Function
 from tapead.scaly.expr import Expr, make_node, sym, zeros
 from tapead.scaly.types import TensorType, dtypes
-from tapead.scaly.function import Function
 from tapead.scaly.sparsity import _pattern
 
 FLOAT = dtypes.float64
@@ -161,7 +161,6 @@ class LoopSpec:
 
 def check_function(fn, what: str):
     """``fn``, which must be an ``sc.Function`` (``what`` names it in the error)."""
-    from tapead.scaly.function import Function
     if not isinstance(fn, Function):
         raise TypeError(f"{what} must be an sc.Function (made with @sc.function), got {fn!r}")
     return fn

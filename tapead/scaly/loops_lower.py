@@ -26,6 +26,7 @@ import numpy as np
 
 from tapead import _core
 from tapead import patterns as _patterns
+from tapead.online import OnlineChain
 from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead.scaly.expr import Expr, topo_order
 from tapead.scaly.lower import LOWERINGS
@@ -184,7 +185,6 @@ def _reverse_online(spec, stored, forward_step, backward_step, init, trip, seed)
     forward run stored (``stored``, a ``Snapshots``); when that run stored the
     whole trajectory instead (higher derivatives), the online schedule runs
     again from ``init`` first."""
-    from tapead.online import OnlineChain
     if isinstance(stored, Snapshots) and stored.chain.n == trip:
         chain = stored.chain.replay(forward_step)
     else:
@@ -382,7 +382,6 @@ def _run_while_online(spec, carries, xs_flat) -> List[Any]:
     """A checkpointed while loop run for reverse mode: at most
     ``spec.checkpoints`` carries are stored, placed by the online schedule
     (``tapead.online.OnlineChain``), and returned as its last output."""
-    from tapead.online import OnlineChain
     cond, step = Stepper(spec.cond), Stepper(spec.body)
     run = [0]                                   # steps run so far (the step number)
 

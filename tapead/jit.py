@@ -1,0 +1,436 @@
+"""``ta.jit``: record a function once per input signature, replay its tape in C.
+
+The first call with a given signature (the pytree structure of the
+arguments, the shapes and dtypes of their float leaves, the types of Python
+scalars, the values of everything else) runs the Python function once on a
+fresh tape; later calls with that signature re-evaluate the recorded tape at
+the new values (``Tape.evaluate`` / ``Tape.replay``) without running Python.
+A replay whose recorded branch no longer holds (``GuardFlippedError``) or
+whose array shapes change (``TapeReplayError``) records the function again at
+those inputs.  ``ta.jit(ta.grad(f))`` and ``ta.jit(ta.value_and_grad(f))``
+replay ``f``'s tape and run one reverse sweep.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import threading
+from typing import Callable, NamedTuple, Sequence, Union
+
+import numpy as np
+
+from tapead import _core
+from tapead._core import Box, Tape, Tracer
+from tapead._tree import tree_flatten, tree_unflatten
+from tapead.errors import GuardFlippedError, TapeReplayError
+from tapead.transforms import (_Where, _argnums, _check_kinds, _check_leaf,
+                               _check_scalar_output, _grads, _pack_outputs, _plain,
+                               _split_aux, _unbox_out)
+
+__all__ = ["jit", "JitCacheInfo"]
+
+
+class JitCacheInfo(NamedTuple):
+    """Counters of a jitted function (``f.cache_info()``)."""
+    hits: int          # calls answered by a replay
+    misses: int        # calls that recorded (a new signature or a flipped guard)
+    rerecords: int     # of the misses: recordings replaced after a guard flipped
+    size: int          # recordings held now
+    maxsize: int
+
+
+class _Eager(Exception):
+    """A call that must run eagerly (an argument traced by an outer transform)."""
+
+
+def _leaf_key(x):
+    """(key, traced) for one argument leaf: float leaves are traced (keyed by
+    type, shape and dtype), everything else is static (keyed by value)."""
+    t = type(x)
+    if t is float:
+        return float, True
+    if t is np.ndarray:
+        if x.dtype.kind == "f":
+            return (x.shape, x.dtype.str), True
+        return (x.shape, x.dtype.str, x.tobytes()), False
+    if isinstance(x, Box):
+        raise _Eager
+    if isinstance(x, np.floating):
+        return t, True
+    try:
+        hash(x)
+    except TypeError:
+        raise TypeError(
+            f"jit: an argument leaf of type {t.__name__} is neither a float (array) "
+            "nor hashable, so it can be neither traced nor part of the cache key; "
+            "pass floats or numpy arrays, or make the value hashable (a tuple)") from None
+    return _static_key(x), False
+
+
+def _static_key(x):
+    """A cache-key entry for a static value: its type and value, and for floats
+    and complex numbers its repr too (-0.0 == 0.0, but a function may tell them
+    apart, e.g. through copysign)."""
+    if isinstance(x, (float, complex, np.inexact)):
+        return type(x), x, repr(x)
+    return type(x), x
+
+
+def _structure_key(td):
+    """A hashable encoding of a tree structure (preorder, iterative)."""
+    if td.flat:
+        return (td.kind, td.meta, len(td.children))
+    out, stack = [], [td]
+    while stack:
+        t = stack.pop()
+        meta = t.meta
+        try:
+            hash(meta)
+        except TypeError:
+            meta = repr(meta)
+        out.append((t.kind, meta, len(t.children)))
+        stack.extend(reversed(t.children))
+    return tuple(out)
+
+
+class _Recorded:
+    """One recording: its tape, where the inputs and outputs are on it, and a lock."""
+
+    __slots__ = ("tape", "td", "out_td", "out_ids", "out_consts", "grad", "grad_ids",
+                 "lock")
+
+    def __init__(self):
+        self.lock = threading.Lock()
+
+
+class _Jitted:
+    """The callable ``ta.jit`` returns (see :func:`jit`)."""
+
+    def __init__(self, fun, static_argnums, cache_size):
+        self.fun = fun
+        tag = getattr(fun, "_tapead_grad", None)   # (f, argnums, has_aux, holo, kind, wrapper)
+        self._grad = tag if tag is not None and tag[5] is fun else None
+        self._static = static_argnums
+        self._maxsize = cache_size
+        self._cache = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self._hits = self._misses = self._rerecords = 0
+        functools.update_wrapper(self, fun)
+
+    # -- the signature ---------------------------------------------------
+    def _signature(self, args, kwargs):
+        """(cache key, tree structures, leaves, positions of the traced leaves).
+
+        Each non-static argument (and the keyword arguments together) is
+        flattened on its own, so flat sequences take ``tree_flatten``'s fast
+        path; ``tds`` holds their structures, compared on a cache hit."""
+        static = self._normalised_static(len(args)) if self._static else ()
+        grad_nums = _argnums(self._grad[1], len(args))[0] if self._grad is not None else ()
+        leaves, tds, keys, traced = [], [], [], []
+        parts = [args[i] for i in range(len(args)) if i not in static]
+        if kwargs:
+            parts.append(kwargs)
+        dyn_pos = [i for i in range(len(args)) if i not in static]
+        for k, part in enumerate(parts):
+            ls, td = tree_flatten(part)
+            if k < len(dyn_pos) and dyn_pos[k] in grad_nums and not td.all_float:
+                if any(isinstance(x, Box) for x in ls):
+                    raise _Eager
+                what = _Where("grad", dyn_pos[k])
+                ls = [_check_leaf(x, what, self._grad[3]) for x in ls]
+            base = len(leaves)
+            if td.all_float:                    # every leaf a Python float
+                keys.append((_structure_key(td), len(ls)))
+                traced.extend(range(base, base + len(ls)))
+            else:
+                keys.append(_structure_key(td))
+                for j, x in enumerate(ls):
+                    kx, tr = _leaf_key(x)
+                    keys.append(kx)
+                    if tr:
+                        traced.append(base + j)
+            leaves.extend(ls)
+            tds.append(td)
+        statics = []
+        for i in static:
+            v = args[i]
+            if isinstance(v, Box) or any(isinstance(x, Box) for x in tree_flatten(v)[0]):
+                raise _Eager
+            try:
+                hash(v)
+            except TypeError:
+                raise TypeError(f"jit: static argument {i} (static_argnums) must be "
+                                f"hashable, got a {type(v).__name__}; pass a tuple "
+                                "instead of a list, or trace it (drop it from "
+                                "static_argnums)") from None
+            statics.append((i, _static_key(v)))
+        key = (len(args), bool(kwargs), tuple(keys), tuple(statics))
+        return key, tuple(tds), leaves, traced
+
+    def _normalised_static(self, nargs):
+        out = set()
+        for i in self._static:
+            if not -nargs <= i < nargs:
+                raise ValueError(f"jit: static_argnums {i} is out of range for a call "
+                                 f"with {nargs} positional arguments")
+            out.add(i % nargs)
+        return out
+
+    # -- calls -------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        try:
+            key, td, leaves, traced = self._signature(args, kwargs)
+        except _Eager:           # inside another transform: its tracers need eager code
+            return self.fun(*args, **kwargs)
+        with self._lock:
+            rec = self._cache.get(key)
+            if rec is not None and rec.td == td:
+                self._cache.move_to_end(key)
+                self._hits += 1
+            else:
+                rec = None
+        if rec is not None:
+            values = [leaves[j] for j in traced]
+            with rec.lock:
+                try:
+                    return self._replay(rec, values, leaves, args)
+                except (GuardFlippedError, TapeReplayError):
+                    pass
+            with self._lock:
+                self._hits -= 1
+                self._rerecords += 1
+        with self._lock:
+            self._misses += 1
+        rec, result = self._record(args, kwargs, td, leaves, traced)
+        if rec is not None:
+            with self._lock:
+                self._cache[key] = rec
+                self._cache.move_to_end(key)
+                while len(self._cache) > self._maxsize:
+                    self._cache.popitem(last=False)
+        return result
+
+    def _replay(self, rec, values, leaves, args):
+        tape = rec.tape
+        if rec.grad is None:
+            vals = tape.evaluate(values, rec.out_ids)
+            if vals is None:              # a leaf not exactly of its recorded kind
+                tape.replay(values, partials=False)
+                vals = [tape.value(i) if i >= 0 else None for i in rec.out_ids]
+            return self._outputs(rec, vals)
+        tape.replay(values)
+        return self._grad_outputs(rec, tape, leaves, args)
+
+    def _outputs(self, rec, vals):
+        out = [_plain(v) if i >= 0 else c for v, i, c in
+               zip(vals, rec.out_ids, rec.out_consts)]
+        return tree_unflatten(rec.out_td, out)
+
+    def _grad_outputs(self, rec, tape, leaves, args):
+        out_id, value_const, diff_pos, in_trees, single, counts = rec.grad
+        in_leaves, k = [], 0
+        for n in counts:
+            in_leaves.append([leaves[j] for j in diff_pos[k:k + n]])
+            k += n
+        in_ids = rec.grad_ids
+        g = _grads(tape, [out_id] if out_id >= 0 else [], [1.0] if out_id >= 0 else [],
+                   in_leaves, in_trees, in_ids, single)
+        value = np.float64(tape.value(out_id)) if out_id >= 0 else value_const
+        has_aux, kind = self._grad[2], self._grad[4]
+        if has_aux:
+            aux = tree_unflatten(rec.out_td, [_plain(tape.value(i)) if i >= 0 else c
+                                              for i, c in zip(rec.out_ids, rec.out_consts)])
+            return ((value, aux), g) if kind == "value_and_grad" else (g, aux)
+        return (value, g) if kind == "value_and_grad" else g
+
+    # -- recording -------------------------------------------------------
+    def _record(self, args, kwargs, td, leaves, traced):
+        """Run the function on a new tape; returns (recording or None, result)."""
+        started = _core.traces_started()
+        tape = Tape()
+        boxed = list(leaves)
+        try:
+            tracers = tape.input_many([leaves[j] for j in traced])
+            for j, t in zip(traced, tracers):
+                boxed[j] = t
+            parts, k = [], 0
+            for t in td:
+                n = t.num_leaves
+                parts.append(tree_unflatten(t, boxed[k:k + n]))
+                k += n
+            kw = parts.pop() if kwargs else {}
+            static = self._normalised_static(len(args))
+            it = iter(parts)
+            call_args = [args[i] if i in static else next(it) for i in range(len(args))]
+            f = self.fun if self._grad is None else self._grad[0]
+            out = _pack_outputs(f(*call_args, **kw))
+        finally:
+            tape.active = False
+        if _core.traces_started() - started > 1:
+            raise TapeReplayError(
+                "jit: the function runs another transform inside (ta.grad, ta.jvp, "
+                "ta.jacfwd, ta.checkpoint, ...). That transform's derivative rules and "
+                "branch checks saw the recorded input values and a replay cannot update "
+                "them. Apply jit to the outside (ta.jit(ta.grad(f)) is supported), or "
+                "call the function without jit")
+        rec = _Recorded()
+        rec.tape, rec.td, rec.grad = tape, td, None
+        if self._grad is None:
+            if self._outputs_of(rec, out, tape):     # values of an enclosing transform
+                return None, tree_unflatten(rec.out_td, [_plain(_unbox_out(x, tape)) for x
+                                                         in tree_flatten(out)[0]])
+            return rec, self._outputs_of_record(rec, tape, out)
+        return self._finish_grad(rec, tape, out, args, kwargs, leaves, traced)
+
+    def _outputs_of(self, rec, out, tape):
+        """Fill rec's outputs from ``out``; True if an output carries values of
+        another transform (the call must stay eager: nothing is cached)."""
+        out_leaves, rec.out_td = tree_flatten(out)
+        rec.out_ids, rec.out_consts = [], []
+        eager = False
+        for x in out_leaves:
+            if type(x) is Tracer and x.tape is tape:
+                if isinstance(x.primal, Box):
+                    eager = True
+                rec.out_ids.append(x.idx)
+                rec.out_consts.append(None)
+            else:
+                if isinstance(x, Box):
+                    eager = True
+                rec.out_ids.append(-1)
+                rec.out_consts.append(x)
+        return eager
+
+    def _outputs_of_record(self, rec, tape, out):
+        return self._outputs(rec, [_core.concrete(x) if i >= 0 else None
+                                   for x, i in zip(tree_flatten(out)[0], rec.out_ids)])
+
+    def _finish_grad(self, rec, tape, out, args, kwargs, leaves, traced):
+        f, argnums, has_aux, holomorphic, kind, _ = self._grad
+        if holomorphic:
+            raise TapeReplayError("jit: a holomorphic gradient (holomorphic=True) cannot "
+                                  "be replayed; call it without jit")
+        if has_aux:
+            out, aux = _split_aux(out, kind)
+        _check_scalar_output(out, kind, has_aux)
+        if _core.is_complex(out):
+            _check_kinds(kind, False, outs=[out])
+        # which traced leaves are the differentiated ones, and their trees
+        nums, single = _argnums(argnums, len(args))
+        static = self._normalised_static(len(args))
+        dpos = [i for i in range(len(args)) if i not in static]
+        for i in nums:
+            if i in static:
+                raise ValueError(f"jit: argument {i} is differentiated (argnums) and "
+                                 "static (static_argnums); it cannot be both")
+        # leaves are laid out as (dyn args in order, kwargs); find each dyn arg's span
+        spans, k = {}, 0
+        for i in dpos:
+            n = tree_flatten(args[i])[1].num_leaves
+            spans[i] = (k, k + n)
+            k += n
+        traced_index = {j: t for t, j in enumerate(traced)}
+        in_trees, diff_pos, ids = [], [], []
+        for i in nums:
+            lo, hi = spans[i]
+            in_trees.append(tree_flatten(args[i])[1])
+            ids.append([])
+            for j in range(lo, hi):
+                if j not in traced_index:     # _check_leaf made every one a float
+                    raise TapeReplayError("jit: an argument to differentiate is not traced")
+                diff_pos.append(j)
+                ids[-1].append(tape.inputs[traced_index[j]])
+        rec.grad_ids = ids
+        out_id = out.idx if (type(out) is Tracer and out.tape is tape) else -1
+        if has_aux:
+            eager = self._outputs_of(rec, aux, tape)
+        else:
+            rec.out_td, rec.out_ids, rec.out_consts, eager = None, [], [], False
+        if isinstance(out.primal if out_id >= 0 else out, Box):
+            eager = True
+        if eager:          # values of an enclosing transform: run the gradient eagerly
+            return None, self.fun(*args, **kwargs)
+        rec.grad = (out_id, None if out_id >= 0 else _plain(out), diff_pos, in_trees, single,
+                    [len(x) for x in ids])
+        return rec, self._grad_outputs(rec, tape, leaves, args)
+
+    # -- introspection ------------------------------------------------------
+    def cache_info(self) -> JitCacheInfo:
+        """Hits, misses, re-recordings and the size of the recording cache."""
+        with self._lock:
+            return JitCacheInfo(self._hits, self._misses, self._rerecords,
+                                len(self._cache), self._maxsize)
+
+    def clear_cache(self) -> None:
+        """Drop every recording (the next call records again)."""
+        with self._lock:
+            self._cache.clear()
+
+    def __repr__(self):
+        return f"<jitted {getattr(self.fun, '__name__', 'function')}>"
+
+
+def jit(fun: Callable, static_argnums: Union[int, Sequence[int]] = (),
+        cache_size: int = 64) -> Callable:
+    """Record ``fun`` once per input signature and replay its tape in C.
+
+    The first call with a new signature runs ``fun`` in Python on a tape (its
+    value is returned as usual); later calls with the same signature
+    re-evaluate the recorded tape at the new values without running Python.
+    The signature is the pytree structure of the arguments, the shape and
+    dtype of each float array, the type of each float scalar, and the value
+    of every other leaf (ints, bools, strings, integer arrays, ...) and of the
+    arguments named in ``static_argnums``.  A replay at inputs where a
+    recorded Python branch goes the other way (or an array changes shape)
+    records ``fun`` again there.  ``ta.jit(ta.grad(f))`` and
+    ``ta.jit(ta.value_and_grad(f))`` replay ``f``'s tape and run one reverse
+    sweep.  Unlike ``jax.jit`` there is no compile step, and Python side
+    effects (printing, appending to lists, random numbers drawn in Python)
+    happen only when ``fun`` is recorded.
+
+    Parameters
+    ----------
+    fun : callable
+        Takes floats, float arrays, pytrees of them and static values;
+        returns an array, a scalar or a pytree of them.  It must not run
+        another transform inside (``ta.grad``, ``ta.jvp``, ...): that raises
+        ``TapeReplayError`` at the first call.
+    static_argnums : int or sequence of int
+        Positional arguments that are part of the signature by value (not
+        traced); they must be hashable.
+    cache_size : int
+        Recordings kept (least recently used ones are dropped).
+
+    Returns
+    -------
+    callable
+        Same arguments and results as ``fun``; ``.cache_info()`` counts the
+        replays (hits) and recordings (misses), ``.clear_cache()`` drops the
+        recordings.  Calls from several threads are safe (one lock per
+        recording).  Called with values traced by another transform (inside
+        ``ta.grad``, ...), it runs ``fun`` eagerly.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> f = ta.jit(lambda x, y: np.sin(x) * y)
+    >>> print(f(np.array([0.0, 1.0]), 2.0))        # recorded
+    [0.         1.68294197]
+    >>> print(f(np.array([0.5, 2.0]), 1.0))        # replayed
+    [0.47942554 0.90929743]
+    >>> g = ta.jit(ta.grad(lambda x: (x ** 3).sum()))
+    >>> print(g(np.array([1.0, 2.0])), g(np.array([3.0, 4.0])))
+    [ 3. 12.] [27. 48.]
+    >>> g.cache_info().hits
+    1
+    """
+    if not callable(fun):
+        raise TypeError(f"jit: expected a function, got a {type(fun).__name__}")
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    static_argnums = tuple(static_argnums)
+    if not all(isinstance(i, int) for i in static_argnums):
+        raise TypeError("jit: static_argnums must be an int or a sequence of ints")
+    if not (isinstance(cache_size, int) and cache_size >= 1):
+        raise ValueError(f"jit: cache_size must be a positive int, got {cache_size!r}")
+    return _Jitted(fun, static_argnums, cache_size)

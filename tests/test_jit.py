@@ -1,0 +1,273 @@
+"""ta.jit: replayed values and gradients equal the un-jitted ones bit for bit;
+re-recording on a flipped branch or a new signature; the cache limit; refusal
+of compositions a replay cannot serve; several threads."""
+import threading
+
+import numpy as np
+import pytest
+
+import tapead as ta
+from tapead.errors import TapeReplayError
+
+
+def f_mix(x, y):
+    return {"s": np.sin(x) * y + np.exp(-x * x), "t": (np.tanh(x) ** 2).sum() * y}
+
+
+def loss(w, x, t):
+    h = np.tanh(x @ w[0]) @ w[1]
+    return ((h - t) ** 2).mean() + 1e-3 * sum((p * p).sum() for p in w)
+
+
+def _same(a, b):
+    la, ta_ = ta.tree_flatten(a)
+    lb, tb = ta.tree_flatten(b)
+    assert ta_ == tb
+    for u, v in zip(la, lb):
+        if isinstance(u, (str, int)):
+            assert u == v and type(u) is type(v)
+            continue
+        assert type(u) is type(v) or (np.isscalar(u) and np.isscalar(v)), (type(u), type(v))
+        np.testing.assert_array_equal(u, v)
+        assert np.shape(u) == np.shape(v) and np.result_type(u) == np.result_type(v)
+
+
+def test_plain_pytree_outputs_bit_for_bit():
+    rng = np.random.default_rng(0)
+    jf = ta.jit(f_mix)
+    for k in range(4):
+        x, y = rng.normal(size=5), float(rng.normal())
+        _same(jf(x, y), f_mix(x, y))
+    info = jf.cache_info()
+    assert (info.misses, info.hits, info.size) == (1, 3, 1)
+
+
+def test_scalar_program_replayed_in_c_bit_for_bit():
+    def f(a, b):
+        for _ in range(30):
+            a, b = np.sin(a) * b + 0.5, np.cos(b) - a * a
+        return a + b
+    jf = ta.jit(f)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        a, b = rng.normal(size=2)
+        a, b = float(a), float(b)
+        assert jf(a, b) == ta.value_and_grad(f)(a, b)[0]
+    assert jf.cache_info().hits == 3
+
+
+def test_grad_and_value_and_grad_bit_for_bit():
+    rng = np.random.default_rng(2)
+    x, t = rng.normal(size=(8, 3)), rng.normal(size=8)
+    vg, jvg = ta.value_and_grad(loss), ta.jit(ta.value_and_grad(loss))
+    g, jg = ta.grad(loss, argnums=(0, 1)), ta.jit(ta.grad(loss, argnums=(0, 1)))
+    for k in range(3):
+        w = [rng.normal(size=(3, 4)), rng.normal(size=4)]
+        _same(jvg(w, x, t), vg(w, x, t))
+        _same(jg(w, x, t), g(w, x, t))
+    assert jvg.cache_info().hits == 2 and jg.cache_info().hits == 2
+
+
+def test_grad_has_aux_and_scalars():
+    def f(x, y):
+        return x * y + np.sin(x), {"twice": 2.0 * x, "name": "f"}
+    jg = ta.jit(ta.grad(f, has_aux=True))
+    jvg = ta.jit(ta.value_and_grad(f, argnums=1, has_aux=True))
+    for x in (0.3, 1.7, -2.0):
+        _same(jg(x, 2.0), ta.grad(f, has_aux=True)(x, 2.0))
+        _same(jvg(x, 2.0), ta.value_and_grad(f, argnums=1, has_aux=True)(x, 2.0))
+    assert jg(2, 2.0)[0] == ta.grad(f, has_aux=True)(2, 2.0)[0]   # an int is differentiated as a float
+
+
+def test_jit_grad_matches_finite_differences():
+    f = lambda x: np.sum(np.sin(x) * x ** 3)
+    jg = ta.jit(ta.grad(f))
+    jg(np.ones(3))
+    x = np.array([0.3, -1.2, 2.0])
+    fd = [(f(x + e) - f(x - e)) / 2e-6 for e in np.eye(3) * 1e-6]
+    np.testing.assert_allclose(jg(x), fd, rtol=1e-7)
+
+
+def test_rerecords_when_a_branch_flips():
+    seen = []
+
+    def f(x):
+        seen.append(1)
+        return x * x if x > 0 else -3.0 * x
+    jf, jg = ta.jit(f), ta.jit(ta.grad(f))
+    assert [jf(v) for v in (2.0, 3.0, -1.0, -2.0, 4.0)] == [4.0, 9.0, 3.0, 6.0, 16.0]
+    assert [jg(v) for v in (2.0, 3.0, -1.0, -2.0)] == [4.0, 6.0, -3.0, -3.0]
+    info = jf.cache_info()
+    assert info.rerecords == 2 and info.hits == 2
+    assert len(seen) == 3 + 2       # Python ran only when recording
+
+
+def test_new_signature_records_again():
+    jf = ta.jit(lambda x: sum((v * v).sum() for v in ta.tree_flatten(x)[0]))
+    jf(np.ones(3))
+    jf(np.ones(4))                              # new shape
+    jf(np.ones(3, dtype=np.float32))            # new dtype
+    jf([np.ones(3), np.ones(3)])                # new structure
+    jf(np.ones(3) * 2)                          # replay of the first
+    assert jf.cache_info().misses == 4 and jf.cache_info().hits == 1
+    assert jf(np.ones(3, dtype=np.float32)).dtype == np.float32
+
+
+def test_python_scalar_type_is_part_of_the_signature():
+    jf = ta.jit(lambda x: x * 2.0)
+    assert jf(1.5) == 3.0
+    assert jf(np.float32(1.5)) == 3.0
+    assert jf.cache_info().misses == 2
+
+
+def test_static_values_ints_and_static_argnums():
+    def f(x, n, mode):
+        y = x
+        for _ in range(n):
+            y = y * x
+        return y if mode == "power" else -y
+    jf = ta.jit(f, static_argnums=2)
+    assert jf(2.0, 2, "power") == 8.0
+    assert jf(3.0, 2, "power") == 27.0          # replay
+    assert jf(2.0, 3, "power") == 16.0          # an int is static: new recording
+    assert jf(2.0, 3, "neg") == -16.0
+    assert jf.cache_info().misses == 3
+    with pytest.raises(TypeError, match="hashable"):
+        jf(2.0, 2, ["power"])
+    with pytest.raises(ValueError, match="out of range"):
+        ta.jit(f, static_argnums=5)(2.0, 2, "power")
+
+
+def test_integer_arrays_are_static_by_value():
+    jf = ta.jit(lambda x, idx: x[idx].sum())
+    x = np.arange(5.0)
+    assert jf(x, np.array([0, 1])) == 1.0
+    assert jf(x, np.array([3, 4])) == 7.0
+    assert jf.cache_info().misses == 2
+
+
+def test_cache_limit_drops_least_recently_used():
+    jf = ta.jit(lambda x: x.sum(), cache_size=2)
+    jf(np.ones(1)); jf(np.ones(2)); jf(np.ones(1)); jf(np.ones(3))   # drops shape (2,)
+    assert jf.cache_info().size == 2
+    jf(np.ones(1))
+    assert jf.cache_info().hits == 2
+    jf(np.ones(2))
+    assert jf.cache_info().misses == 4
+    jf.clear_cache()
+    assert jf.cache_info().size == 0
+    with pytest.raises(ValueError, match="cache_size"):
+        ta.jit(lambda x: x, cache_size=0)
+
+
+def test_refuses_an_inner_transform_at_the_first_call():
+    with pytest.raises(TapeReplayError, match="another transform inside"):
+        ta.jit(lambda x: ta.grad(lambda y: y * x)(x))(2.0)
+    with pytest.raises(TapeReplayError, match="another transform inside"):
+        ta.jit(ta.grad(ta.grad(lambda x: x ** 3)))(2.0)
+    with pytest.raises(TapeReplayError, match="holomorphic"):
+        ta.jit(ta.grad(lambda z: z * z, holomorphic=True))(1.0 + 1j)
+
+
+def test_user_wrapper_of_a_gradient_is_not_mistaken_for_it():
+    import functools
+    g = ta.grad(lambda x: x ** 3)
+
+    @functools.wraps(g)
+    def twice(x):
+        return 2.0 * g(x)
+    with pytest.raises(TapeReplayError):
+        ta.jit(twice)(2.0)
+
+
+def test_inside_other_transforms_it_runs_eagerly():
+    jf = ta.jit(lambda y: y * y)
+    assert ta.grad(lambda x: jf(x) * x)(3.0) == 27.0
+    assert ta.grad(lambda x: ta.jit(lambda y: y * y * x)(2.0))(3.0) == 4.0
+    assert ta.jvp(jf, (3.0,), (1.0,))[1] == 6.0
+    h = ta.hessian(lambda x: ta.jit(lambda y: (y ** 3).sum())(x))(np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(h, np.diag([6.0, 12.0]))
+
+
+def test_errors_for_bad_arguments():
+    with pytest.raises(TypeError, match="expected a function"):
+        ta.jit(3)
+    with pytest.raises(TypeError, match="hashable"):
+        ta.jit(lambda x, o: x)(1.0, object.__new__(type("U", (), {"__hash__": None})))
+
+
+def test_threads_agree():
+    rng = np.random.default_rng(3)
+    x, t = rng.normal(size=(8, 3)), rng.normal(size=8)
+    jvg = ta.jit(ta.value_and_grad(loss))
+    ws = [[rng.normal(size=(3, 4)), rng.normal(size=4)] for _ in range(24)]
+    expected = [ta.value_and_grad(loss)(w, x, t) for w in ws]
+    jf = ta.jit(lambda a: np.abs(a).sum() if a[0] > 0 else -a.sum())
+    got, got_f, errors = [None] * len(ws), [None] * len(ws), []
+
+    def work(k0):
+        try:
+            for k in range(k0, len(ws), 4):
+                got[k] = jvg(ws[k], x, t)
+                got_f[k] = jf(ws[k][1])
+        except Exception as e:      # pragma: no cover - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    for a, b in zip(got, expected):
+        _same(a, b)
+    for a, w in zip(got_f, ws):
+        assert a == (np.abs(w[1]).sum() if w[1][0] > 0 else -w[1].sum())
+
+
+def test_keyword_arguments_are_traced_and_constant_outputs_kept():
+    def f(x, scale=1.0, label="a"):
+        return {"y": x * scale, "label": label, "three": 3}
+    jf = ta.jit(f)
+    x = np.array([1.0, 2.0])
+    _same(jf(x, scale=2.0), f(x, scale=2.0))
+    _same(jf(x, scale=5.0), f(x, scale=5.0))        # replay: the new scale flows through
+    assert jf.cache_info().hits == 1
+    _same(jf(x, scale=5.0, label="b"), f(x, scale=5.0, label="b"))
+    assert jf.cache_info().misses == 2
+
+
+def test_static_argument_traced_by_an_outer_transform_runs_eagerly():
+    jf = ta.jit(lambda x, c: x * c, static_argnums=1)
+    assert jf(2.0, 3.0) == 6.0
+    assert ta.grad(lambda c: jf(2.0, c))(3.0) == 2.0
+
+
+def test_float32_gradients_bit_for_bit():
+    f = lambda w: (np.tanh(w) * w).sum()
+    jg = ta.jit(ta.grad(f))
+    for s in (1.0, 2.0, 3.0):
+        w = np.linspace(-1, 1, 5, dtype=np.float32) * np.float32(s)
+        _same(jg(w), ta.grad(f)(w))
+
+
+def test_static_minus_zero_is_not_zero():
+    jf = ta.jit(lambda x, s: x * np.copysign(1.0, s), static_argnums=1)
+    assert jf(2.0, 0.0) == 2.0
+    assert jf(2.0, -0.0) == -2.0
+
+
+def test_jit_grad_against_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    def body(m, w, x, t):
+        return ((m.tanh(x @ w) - t) ** 2).mean() + 1e-3 * (w ** 4).sum()
+    rng = np.random.default_rng(4)
+    x, t = rng.normal(size=(8, 3)), rng.normal(size=8)
+    jg = ta.jit(ta.grad(lambda w, x, t: body(np, w, x, t)))
+    jgj = jax.grad(lambda w: body(jnp, w, x, t))
+    for _ in range(3):
+        w = rng.normal(size=3)
+        np.testing.assert_allclose(jg(w, x, t), np.asarray(jgj(w)), rtol=1e-12, atol=1e-14)
+    assert jg.cache_info().hits == 2
