@@ -273,6 +273,14 @@ class _Jitted:
                 "branch checks saw the recorded input values and a replay cannot update "
                 "them. Apply jit to the outside (ta.jit(ta.grad(f)) is supported), or "
                 "call the function without jit")
+        if tape.values_read:
+            raise TapeReplayError(
+                "jit: the function reads the number inside a traced value (x.primal, "
+                "x.value). Whatever Python computes from that number (a branch, a loop "
+                "count, an index) would be frozen in the recording, and a replay at new "
+                "inputs could not update it. Compare traced values directly (if x > 0: "
+                "... is recorded as a guard), pass the number as a static argument "
+                "(static_argnums=), or call the function without jit")
         rec = _Recorded()
         rec.tape, rec.td, rec.grad = tape, td, None
         if self._grad is None:

@@ -271,3 +271,13 @@ def test_jit_grad_against_jax():
         w = rng.normal(size=3)
         np.testing.assert_allclose(jg(w, x, t), np.asarray(jgj(w)), rtol=1e-12, atol=1e-14)
     assert jg.cache_info().hits == 2
+
+
+def test_refuses_a_function_that_reads_traced_numbers():
+    """A branch on x.primal is not recorded as a guard, so a replay would return the
+    recorded branch's number at new inputs: jit refuses at the first call."""
+    f = ta.jit(lambda x: x * x if x.primal > 0 else -x)
+    with pytest.raises(ta.TapeReplayError, match=r"x\.primal"):
+        f(1.0)
+    g = ta.jit(lambda x: x * x if x > 0 else -x)       # a comparison is a guard
+    assert g(2.0) == 4.0 and g(-2.0) == 2.0
