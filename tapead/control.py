@@ -3,10 +3,9 @@
 tapead runs eagerly, so a branch simply runs the function that the
 predicate picks: its derivative is the derivative of the taken branch, and
 the predicate (or index) has none.  A traced predicate is read by its
-value.  As in ``jax.lax.cond``, every branch must return the same structure,
-shapes and dtypes; the branches not taken are run once on the operands'
-plain values (nothing is recorded, the results are discarded) to check
-that, as JAX's tracing of both branches does.
+value.  Only the taken branch runs (its side effects, its cost): tapead does
+not trace the others, so, unlike JAX, it cannot compare their result
+structures; a branch whose result does not fit what follows fails there.
 
 ``while_loop`` without ``checkpoints`` is a Python ``while`` loop: every
 step is recorded and the derivative holds the trip count fixed (the
@@ -46,51 +45,12 @@ def _check_callable(f, what):
                         "function (e.g. a lambda) of the operands")
 
 
-def _signature(out):
-    """Structure, shapes and dtypes of a branch's result."""
-    leaves, tree = tree_flatten(out)
-    return tree, tuple((np.shape(v), np.result_type(v).name)
-                       for v in map(_core.concrete, leaves))
-
-
-def _plain(x):
-    return _core.concrete(x)
-
-
 def _scalar_value(x, what):
     v = _core.concrete(x)
     if np.ndim(v) != 0:
         raise ShapeError(f"{what} must be a scalar, got shape {np.shape(v)}; reduce it "
                          "(e.g. with .all() or .any()) or index it first")
     return v
-
-
-def _check_others(taken, out, branches, operands, what):
-    """Run the branches not taken on plain values; compare their results."""
-    want = _signature(out)
-    plain_ops = [tree_unflatten(t, [_plain(v) for v in ls])
-                 for ls, t in map(tree_flatten, operands)]
-    for k, fun in enumerate(branches):
-        if k == taken:
-            continue
-        try:
-            with np.errstate(all="ignore"):
-                other = fun(*plain_ops)
-        except Exception:          # a value-dependent failure: nothing to compare
-            continue
-        got = _signature(other)
-        if got != want:
-            raise TypeError(
-                f"{what}: the branches return different structures, shapes or dtypes: "
-                f"branch {taken} returns {_describe(want)} but branch {k} returns "
-                f"{_describe(got)}; make every branch return the same pytree of arrays "
-                "(cast with .astype, broadcast with tnp.broadcast_to)")
-
-
-def _describe(sig):
-    tree, leaves = sig
-    parts = ", ".join(f"{dt}{list(shape)}" for shape, dt in leaves)
-    return f"{tree} with leaves ({parts})"
 
 
 def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> Any:
@@ -131,7 +91,6 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
     taken = 0 if bool(_scalar_value(pred, "cond: pred")) else 1
     branches = (true_fun, false_fun)
     out = branches[taken](*operands)
-    _check_others(taken, out, branches, operands, "cond")
     return out
 
 
@@ -173,7 +132,6 @@ def switch(index: Any, branches: Sequence[Callable], *operands: Any) -> Any:
                         ".astype(int) (a float index is ambiguous)")
     taken = min(max(int(value), 0), len(branches) - 1)
     out = branches[taken](*operands)
-    _check_others(taken, out, list(branches), operands, "switch")
     return out
 
 

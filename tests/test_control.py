@@ -70,8 +70,10 @@ def test_cond_runs_only_the_taken_branch_with_traced_values():
         seen.append(("f", type(x).__name__))
         return x * 3.0
     assert ta.grad(lambda x: ta.cond(True, t, f, x))(1.0) == 2.0
-    # the untaken branch ran once on the plain value, for the structure check only
-    assert seen == [("t", "Tracer"), ("f", "float")]
+    assert seen == [("t", "Tracer")]          # the branch not taken never runs
+    seen.clear()
+    assert ta.cond(False, t, f, 1.0) == 3.0
+    assert seen == [("f", "float")]
 
 
 @pytest.mark.parametrize("index, expect", [(-3, 0), (0, 0), (1, 1), (2, 2), (7, 2)])
@@ -106,12 +108,6 @@ def test_cond_and_switch_against_jax():
 def test_cond_switch_errors():
     with pytest.raises(TypeError, match="true_fun must be callable"):
         ta.cond(True, 3.0, lambda x: x, 1.0)
-    with pytest.raises(TypeError, match="branches return different.*branch 1"):
-        ta.cond(True, lambda x: x, lambda x: (x, x), 1.0)
-    with pytest.raises(TypeError, match=r"branches return different.*float64\[3\]"):
-        ta.cond(False, lambda x: x, lambda x: x[:2], np.ones(3))
-    with pytest.raises(TypeError, match="different structures, shapes or dtypes"):
-        ta.cond(False, lambda x: x, lambda x: x.astype(np.float32), np.ones(3))
     with pytest.raises(ShapeError, match="pred must be a scalar"):
         ta.cond(np.array([True, False]), lambda x: x, lambda x: x, 1.0)
     with pytest.raises(TypeError, match="index must be an integer"):
@@ -126,9 +122,6 @@ def test_cond_switch_errors():
         ta.switch(0, lambda x: x, 1.0)
     with pytest.raises(TypeError, match=r"branches\[1\] must be callable"):
         ta.switch(0, [lambda x: x, None], 1.0)
-    with pytest.raises(TypeError, match="branches return different"):
-        ta.grad(lambda x: ta.switch(2, [lambda v: v, lambda v: v, lambda v: v * np.ones(2)],
-                                    x).sum())(1.0)
 
 
 # ---------------------------------------------------------------------------
