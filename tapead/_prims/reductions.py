@@ -74,6 +74,16 @@ def _batched_axes(axis, nd):
     return tuple(a + 1 for a in _norm_axis(axis, nd))
 
 
+def _pack(x):
+    """A Python list/tuple holding traced values as one traced array (numpy
+    would convert it to an array first, dropping the derivative)."""
+    if isinstance(x, (list, tuple)):
+        from tapead._prims.construct import array, _contains_box
+        if _contains_box(x):
+            return array(x)
+    return x
+
+
 # sum -------------------------------------------------------------------------------
 def _sum_impl(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:       # np.sum's Python wrapper costs more than the sum
@@ -98,6 +108,7 @@ sum_p.complex_ok = True      # linear: the same rule holds for complex values
 
 def sum(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     """``np.sum`` with derivatives."""
+    x = _pack(x)
     if isinstance(x, Box):
         if dtype is not None or out is not None or kw:
             _reject("sum", dtype, out, x, **kw)
@@ -111,6 +122,7 @@ def _count(shape, axis):
 
 def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     """``np.mean`` with derivatives (a sum times a constant)."""
+    x = _pack(x)
     if not isinstance(x, Box):
         return np.mean(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
     _reject("mean", dtype, out, x, **kw)
@@ -131,6 +143,7 @@ def _abs2(x):
 # var, std: composites (mean, subtract, square, sum), so every order is exact -----
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     """``np.var`` with derivatives (``ddof`` as numpy: divide by n - ddof)."""
+    x = _pack(x)
     if not isinstance(x, Box):
         return np.var(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
     _reject("var", dtype, out, x, **kw)
@@ -149,6 +162,7 @@ def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     so every derivative is 0; at a constant slice of several elements the
     derivative is nan (sqrt at 0), as in JAX (``docs/nonsmooth.md``).
     """
+    x = _pack(x)
     if not isinstance(x, Box):
         return np.std(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
     from tapead._prims.elementwise import sqrt
@@ -289,6 +303,7 @@ prod_p.defsparsity(patterns.REDUCTION)
 
 def prod(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     """``np.prod`` with derivatives, exact at zero entries (see the module notes)."""
+    x = _pack(x)
     if not isinstance(x, Box):
         return np.prod(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
     _reject("prod", dtype, out, x, **kw)
@@ -458,9 +473,10 @@ def norm(x, ord=None, axis=None, keepdims=False):
 
     Vector norms (1-d input, or an integer ``axis``): ``ord`` None/2, 1,
     inf, -inf, 0 (a count: no derivative) and any other p.  Matrix norms (2-d
-    input, or a pair ``axis``): ``None``/``'fro'``, 1, -1, inf, -inf.  The
-    spectral and nuclear norms (2, -2, 'nuc') need an SVD and are not
-    supported.  The 2-norm at the zero vector has a nan derivative (as in JAX).
+    input, or a pair ``axis``): ``None``/``'fro'``, 1, -1, inf, -inf, and from
+    the singular values ``'nuc'`` (their sum), 2 and -2 (the largest and the
+    smallest; their derivative needs distinct singular values, see
+    ``tapead.numpy.linalg.svdvals``).  The 2-norm at the zero vector has a nan derivative (as in JAX).
 
     Examples
     --------
@@ -470,6 +486,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     >>> print(ta.grad(lambda x: np.linalg.norm(x, 1))(np.array([3.0, -4.0])))
     [ 1. -1.]
     """
+    x = _pack(x)
     if not isinstance(x, Box):
         return np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
     from tapead._prims.elementwise import absolute, sqrt
@@ -516,11 +533,14 @@ def norm(x, ord=None, axis=None, keepdims=False):
             inner, outer = col, row
         s = sum(absolute(x), axis=inner)
         out = pick(s, axis=outer - 1 if outer > inner else outer)
+    elif ord in (2, -2, "nuc"):     # singular values of the matrices (moved last)
+        from tapead._prims.linalg_decomp import svdvals
+        from tapead._prims.shape import moveaxis
+        sv = svdvals(moveaxis(x, (row, col), (-2, -1)))
+        out = sum(sv, axis=-1) if ord == "nuc" else (max if ord == 2 else min)(sv, axis=-1)
     else:
-        raise NotImplementedError(
-            f"norm: the matrix norm ord={ord!r} needs singular values, which tapead does "
-            "not differentiate yet; use ord='fro', 1, -1, inf or -inf, or the largest "
-            "eigenvalue of x.T @ x from tapead.numpy.linalg.eigh")
+        raise ValueError(f"norm: invalid norm order {ord!r} for matrices; use None, 'fro', "
+                         "'nuc', 1, -1, 2, -2, inf or -inf")
     return _keep(out, shape, axes, keepdims)
 
 

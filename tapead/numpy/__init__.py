@@ -38,6 +38,7 @@ from tapead._prims.sorting import *  # noqa: F401,F403
 from tapead._prims.misc import *  # noqa: F401,F403
 from tapead._prims.stats import *  # noqa: F401,F403
 from tapead._prims.calculus import *  # noqa: F401,F403
+from tapead._prims.numpy_extra import *  # noqa: F401,F403
 from tapead._prims.construct import array, asarray  # noqa: F401
 
 abs = absolute  # noqa: A001
