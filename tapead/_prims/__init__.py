@@ -32,8 +32,8 @@ UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul
 UFUNCS.update(numpy_extra.UFUNCS)
 
-FUNCTIONS = {np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim,
-             np.size: lambda x: x.size}
+FUNCTIONS = {np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
+             np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis]}
 METHODS = {"T": None, "value": None}
 for _family in FAMILIES:
     FUNCTIONS.update(getattr(_family, "NUMPY_FUNCTIONS", {}))
