@@ -233,7 +233,22 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
 # linalg ----------------------------------------------------------------------
 def matrix_power(a, n):
     """``np.linalg.matrix_power`` with derivatives (repeated squaring, as numpy;
-    ``n < 0`` inverts first)."""
+    ``n < 0`` inverts first).
+
+    Parameters
+    ----------
+    a : array_like, shape (..., M, M)
+    n : int
+
+    Returns
+    -------
+    ndarray, shape (..., M, M)
+
+    >>> import numpy as np, tapead as ta
+    >>> print(ta.grad(lambda a: np.trace(np.linalg.matrix_power(a, 3)))(np.eye(2)))  # 3 (a^2)^T
+    [[3. 0.]
+     [0. 3.]]
+    """
     if not _box(a):
         return np.linalg.matrix_power(a, n)
     from tapead._prims.linalg import inv, matmul
@@ -278,7 +293,22 @@ def _chain_order(shapes):
 
 def multi_dot(arrays, *, out=None):
     """``np.linalg.multi_dot`` with derivatives, in numpy's cheapest order (a 1-d
-    first array is a row vector, a 1-d last one a column)."""
+    first array is a row vector, a 1-d last one a column).
+
+    Parameters
+    ----------
+    arrays : sequence of array_like
+        Shapes (N,) or (K, N), then (N, M), ..., then (M,) or (M, L).
+
+    Returns
+    -------
+    ndarray: the product, shape (K, L) with the 1-d ends dropped
+
+    >>> import numpy as np, tapead as ta
+    >>> A = np.array([[1.0, 2.0], [0.0, 1.0]])
+    >>> print(ta.grad(lambda x: np.linalg.multi_dot([x, A, A, x]))(np.array([1.0, 0.0])))
+    [2. 4.]
+    """
     arrays = list(arrays)
     if not _box(*arrays):
         return np.linalg.multi_dot(arrays, out=out)
