@@ -32,8 +32,9 @@ permute_p = Primitive("permute_along_axis",
                       lambda x, perm, axis: np.take_along_axis(x, perm, axis=axis),
                       saves=(), linear=True)
 permute_p.defvjp(lambda g, ans, x, perm, axis: permute(g, _inverse(perm, axis), axis))
-permute_p.defbatched(lambda tans, ans, vals, params, K: np.take_along_axis(
-    tans[0], params["perm"][None], axis=params["axis"] + 1))
+# permute(), not np.take_along_axis: the tangents may be traced (third order)
+permute_p.defbatched(lambda tans, ans, vals, params, K: permute(
+    tans[0], np.broadcast_to(params["perm"][None], np.shape(tans[0])), params["axis"] + 1))
 permute_p.defsparsity(patterns.MOVE)         # perm is a constant parameter
 
 
