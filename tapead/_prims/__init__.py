@@ -13,8 +13,9 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
-from tapead._prims import (calculus, construct, contract, indexing, linalg, linalg_decomp,
-                           misc, reductions, shape, sorting, special, stats)
+from tapead._prims import (calculus, construct, contract, fft, indexing, linalg,
+                           linalg_decomp, misc, numpy_extra, reductions, shape, sorting,
+                           special, stats)
 from tapead._prims.base import Primitive, ShapeOnly
 from tapead._prims.conversion_hint import array_message
 from tapead.errors import NonDifferentiableError
@@ -25,13 +26,14 @@ __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
 #: the primitive families; each module exports NUMPY_FUNCTIONS (numpy function ->
 #: tapead implementation, for NEP 18 dispatch) and optionally TRACER_METHODS
 FAMILIES = [ew, reductions, shape, indexing, linalg, linalg_decomp, sorting, special, contract,
-            misc, stats, calculus]
+            misc, stats, calculus, fft, numpy_extra]
 
 UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul
+UFUNCS.update(numpy_extra.UFUNCS)
 
-FUNCTIONS = {np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim,
-             np.size: lambda x: x.size}
+FUNCTIONS = {np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
+             np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis]}
 METHODS = {"T": None, "value": None}
 for _family in FAMILIES:
     FUNCTIONS.update(getattr(_family, "NUMPY_FUNCTIONS", {}))
@@ -46,6 +48,11 @@ def _no_rule(what):
         "ta.custom_jvp.")
 
 
+#: ufunc methods of the differentiable binary ufuncs (np.maximum.reduce, ...)
+_UFUNC_METHODS = {"reduce": numpy_extra.ufunc_reduce, "accumulate": numpy_extra.ufunc_accumulate,
+                  "outer": numpy_extra.ufunc_outer}
+
+
 def _array_ufunc(ufunc, method, inputs, kwargs):
     if method == "__call__":
         func = UFUNCS.get(ufunc)
@@ -55,9 +62,8 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
         if func is not None and out is not None:
             raise TypeError(f"np.{ufunc.__name__}(..., out=...) cannot write a traced "
                             "value into an array; assign the result instead")
-    elif method == "reduce" and ufunc is np.add:
-        axis = kwargs.get("axis", 0)
-        return reductions.sum(inputs[0], axis=axis, keepdims=kwargs.get("keepdims", False))
+    elif method in _UFUNC_METHODS and ufunc.nin == 2 and UFUNCS.get(ufunc) is not None:
+        return _UFUNC_METHODS[method](ufunc, UFUNCS[ufunc], *inputs, **kwargs)
     if ufunc in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal,
                  np.not_equal, np.isfinite, np.isnan, np.isinf, np.signbit):
         return ufunc(*[concrete(x) for x in inputs], **kwargs)

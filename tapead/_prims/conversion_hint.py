@@ -64,8 +64,41 @@ def _scipy_block():
     return block
 
 
+#: numpy functions that convert their arguments before any dispatch: what to call
+NUMPY_HINTS = {
+    ("numpy.lib._index_tricks_impl", "__getitem__"):
+        "np.r_ / np.c_ convert their entries to numpy arrays before tapead can see "
+        "them (index tricks have no dispatch hook); use tapead.numpy.r_ / "
+        "tapead.numpy.c_, or np.concatenate / np.stack",
+    ("numpy._core._methods", "_mean"):
+        "np.mean of a Python list of traced values converts the result to a numpy "
+        "float; pass np.stack(values) (an array), or call tapead.numpy.mean",
+    ("numpy._core._methods", "_var"):
+        "np.var / np.std of a Python list of traced values convert the list to a "
+        "numpy array; pass np.stack(values) (an array), or call tapead.numpy.var / "
+        "tapead.numpy.std",
+}
+
+
+def _numpy_hint():
+    """The hint for a conversion inside a numpy function that lists tracers as
+    plain Python objects (np.r_, np.mean of a list), or None."""
+    frame = sys._getframe(2)
+    depth = 0
+    while frame is not None and depth < _STACK_LIMIT and \
+            _module_of(frame).split(".")[0] in ("tapead", "numpy"):
+        hint = NUMPY_HINTS.get((_module_of(frame), frame.f_code.co_name))
+        if hint is not None:
+            return hint
+        frame, depth = frame.f_back, depth + 1
+    return None
+
+
 def array_message(generic: str) -> str:
     """The TypeError message of ``np.asarray(tracer)``."""
+    hint = _numpy_hint()
+    if hint is not None:
+        return f"{hint}. ({generic})"
     block = _scipy_block()
     if not block:
         return generic

@@ -417,14 +417,22 @@ def fmin(x, y):
     return where(yn, x, where(xn, y, minimum(x, y)))
 
 
-def clip(x, a_min=None, a_max=None, **kw):
+def clip(a, a_min=np._NoValue, a_max=np._NoValue, out=None, *, min=np._NoValue,
+         max=np._NoValue, **kw):
     """``np.clip`` as ``minimum(maximum(x, a_min), a_max)`` (as JAX: a point on a
     bound gets half the derivative, like maximum/minimum ties)."""
-    if kw:
-        raise TypeError(f"clip: {sorted(kw)} are not supported on traced values")
-    if not any(isinstance(v, Box) for v in (x, a_min, a_max)):
-        return np.clip(x, a_min, a_max)
-    out = x
+    if min is not np._NoValue:         # numpy 2's names for the bounds
+        a_min = min
+    if max is not np._NoValue:
+        a_max = max
+    a_min = None if a_min is np._NoValue else a_min
+    a_max = None if a_max is np._NoValue else a_max
+    if not any(isinstance(v, Box) for v in (a, a_min, a_max)):
+        return np.clip(a, a_min, a_max, out=out, **kw)
+    if kw or out is not None:
+        raise TypeError(f"clip: {sorted(kw) + (['out'] if out is not None else [])} are "
+                        "not supported on traced values")
+    out = a
     if a_min is not None:
         out = maximum(out, a_min)
     if a_max is not None:
@@ -467,20 +475,20 @@ conj_p.complex_ok = True
 defelementwise(conj_p)
 
 
-def real(x):
+def real(val):
     """``np.real``: the real part, differentiable (the identity on real values)."""
-    if isinstance(x, Box):
-        return _core.bind(real_p, x) if is_complex(x) else x
-    return np.real(x)
+    if isinstance(val, Box):
+        return _core.bind(real_p, val) if is_complex(val) else val
+    return np.real(val)
 
 
-def imag(x):
+def imag(val):
     """``np.imag``: the imaginary part, differentiable (a constant 0 on real values)."""
-    if isinstance(x, Box):
-        if is_complex(x):
-            return _core.bind(imag_p, x)
-        return np.zeros_like(concrete(x))
-    return np.imag(x)
+    if isinstance(val, Box):
+        if is_complex(val):
+            return _core.bind(imag_p, val)
+        return np.zeros_like(concrete(val))
+    return np.imag(val)
 
 
 def conjugate(x):
@@ -575,7 +583,7 @@ astype_p.defbatched(BROADCAST)
 astype_p.defsparsity(patterns.astype_rule)   # none to integer/bool dtypes
 
 
-def astype(x, dtype, copy=True):
+def astype(x, dtype, copy=True, *, device=None):
     """``x.astype(dtype)`` with derivatives (none to integer or bool dtypes)."""
     dtype = np.dtype(dtype)
     if isinstance(x, Box):
@@ -587,6 +595,8 @@ def astype(x, dtype, copy=True):
                 "part (and that part's derivative); take np.real(x) (or np.abs(x)) "
                 "explicitly, then convert")
         return _core.bind(astype_p, x, dtype=dtype)
+    if device is not None and device != "cpu":
+        raise ValueError(f"astype: device={device!r}; numpy arrays live on 'cpu'")
     return np.asarray(x).astype(dtype, copy=copy)
 
 

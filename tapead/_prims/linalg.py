@@ -148,9 +148,14 @@ def matmul(a, b):
     return np.matmul(a, b)
 
 
-def dot(a, b):
+def dot(a, b, out=None):
     """``np.dot`` with derivatives: scalars multiply, up to 2-d it is ``matmul``,
     above 2-d the last axis of ``a`` meets the second-to-last of ``b``."""
+    if out is not None:
+        if not (isinstance(a, Box) or isinstance(b, Box)):
+            return np.dot(a, b, out=out)
+        raise TypeError("np.dot(..., out=...) cannot write a traced value into an array; "
+                        "assign the result instead")
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return a * b
     if np.ndim(a) > 2 or np.ndim(b) > 2:
@@ -160,7 +165,7 @@ def dot(a, b):
     return matmul(a, b)
 
 
-def outer(a, b):
+def outer(a, b, out=None):
     """``np.outer`` with derivatives.
 
     Examples
@@ -169,6 +174,11 @@ def outer(a, b):
     >>> print(ta.grad(lambda x: np.outer(x, x).sum())(np.array([1.0, 2.0])))   # 2 sum(x)
     [6. 6.]
     """
+    if out is not None:
+        if not (isinstance(a, Box) or isinstance(b, Box)):
+            return np.outer(a, b, out=out)
+        raise TypeError("np.outer(..., out=...) cannot write a traced value into an "
+                        "array; assign the result instead")
     a = reshape(a, (-1, 1)) if isinstance(a, Box) else np.reshape(a, (-1, 1))
     b = reshape(b, (1, -1)) if isinstance(b, Box) else np.reshape(b, (1, -1))
     return a * b

@@ -363,19 +363,29 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
 
 
 def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    """``np.cross`` of 3-vectors along the last axis (broadcasting the rest)."""
+    """``np.cross`` of 3-vectors along ``axisa``/``axisb`` (``axis`` sets all
+    three), broadcasting the rest; the result's vectors along ``axisc``."""
     if not _box(a, b):
         return np.cross(a, b, axisa=axisa, axisb=axisb, axisc=axisc, axis=axis)
-    if axis not in (None, -1) or (axisa, axisb, axisc) != (-1, -1, -1):
-        raise TypeError("cross on traced values supports 3-vectors on the last axis "
-                        "only; move the axis there first (np.moveaxis)")
+    if axis is not None:
+        axisa = axisb = axisc = axis
     a, b = _arr(a), _arr(b)
+    try:
+        a, b = moveaxis(a, axisa, -1), moveaxis(b, axisb, -1)
+    except (ValueError, IndexError, np.exceptions.AxisError) as e:
+        raise np.exceptions.AxisError(f"cross: {e}") from None
     if shape_of(a)[-1:] != (3,) or shape_of(b)[-1:] != (3,):
-        raise ValueError("cross on traced values needs 3-vectors on the last axis, got "
-                         f"shapes {shape_of(a)} and {shape_of(b)}")
+        raise ValueError("cross on traced values needs 3-vectors along axisa/axisb (numpy "
+                         f"deprecates 2-vectors), got shapes {shape_of(a)} and {shape_of(b)}"
+                         " with the vector axis moved last")
     a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
     b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
-    return stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+    c = stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
+    nd = len(shape_of(c))
+    if not -nd <= int(axisc) < nd:
+        raise np.exceptions.AxisError(f"cross: axisc {axisc} is out of bounds for a result "
+                                      f"of dimension {nd}")
+    return moveaxis(c, -1, axisc)
 
 
 def polyval(p, x):

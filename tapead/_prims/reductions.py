@@ -74,6 +74,16 @@ def _batched_axes(axis, nd):
     return tuple(a + 1 for a in _norm_axis(axis, nd))
 
 
+def _pack(x):
+    """A Python list/tuple holding traced values as one traced array (numpy
+    would convert it to an array first, dropping the derivative)."""
+    if isinstance(x, (list, tuple)):
+        from tapead._prims.construct import array, _contains_box  # cycle: _prims.construct -> here
+        if _contains_box(x):
+            return array(x)
+    return x
+
+
 # sum -------------------------------------------------------------------------------
 def _sum_impl(x, axis=None, keepdims=False):
     if type(x) is np.ndarray:       # np.sum's Python wrapper costs more than the sum
@@ -96,26 +106,31 @@ sum_p.defsparsity(patterns.REDUCTION)
 sum_p.complex_ok = True      # linear: the same rule holds for complex values
 
 
-def sum(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
+        where=np._NoValue, **kw):
     """``np.sum`` with derivatives."""
-    if isinstance(x, Box):
-        if dtype is not None or out is not None or kw:
-            _reject("sum", dtype, out, x, **kw)
-        return bind(sum_p, x, axis=axis, keepdims=keepdims)
-    return np.sum(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+    a = _pack(a)
+    if isinstance(a, Box):
+        if dtype is not None or out is not None or kw or initial is not np._NoValue \
+                or where is not np._NoValue:
+            _reject("sum", dtype, out, a, initial=initial, where=where, **kw)
+        return bind(sum_p, a, axis=axis, keepdims=keepdims)
+    return np.sum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial,
+                  where=where, **kw)
 
 
 def _count(shape, axis):
     return int(np.prod([shape[a] for a in _norm_axis(axis, len(shape))])) if shape else 1
 
 
-def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
     """``np.mean`` with derivatives (a sum times a constant)."""
-    if not isinstance(x, Box):
-        return np.mean(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
-    _reject("mean", dtype, out, x, **kw)
-    n = _count(np.shape(x), axis)
-    s = sum(x, axis=axis, keepdims=keepdims)
+    a = _pack(a)
+    if not isinstance(a, Box):
+        return np.mean(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
+    _reject("mean", dtype, out, a, **kw)
+    n = _count(np.shape(a), axis)
+    s = sum(a, axis=axis, keepdims=keepdims)
     return s * (1.0 / n) if n else s
 
 
@@ -128,33 +143,35 @@ def _abs2(x):
 
 
 # var, std: composites (mean, subtract, square, sum), so every order is exact -----
-def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     """``np.var`` with derivatives (``ddof`` as numpy: divide by n - ddof)."""
-    if not isinstance(x, Box):
-        return np.var(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
-    _reject("var", dtype, out, x, **kw)
-    n = _count(np.shape(x), axis)
+    a = _pack(a)
+    if not isinstance(a, Box):
+        return np.var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+    _reject("var", dtype, out, a, **kw)
+    n = _count(np.shape(a), axis)
     if n - ddof <= 0:
         raise ValueError(f"var/std: ddof={ddof} leaves no degrees of freedom for {n} "
                          "element(s) per slice; pass a smaller ddof")
-    d = x - mean(x, axis=axis, keepdims=True)
+    d = a - mean(a, axis=axis, keepdims=True)
     return sum(_abs2(d), axis=axis, keepdims=keepdims) / float(n - ddof)
 
 
-def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     """``np.std`` with derivatives.
 
     Over slices of one element (and ``ddof=0``) the function is identically 0,
     so every derivative is 0; at a constant slice of several elements the
     derivative is nan (sqrt at 0), as in JAX (``docs/nonsmooth.md``).
     """
-    if not isinstance(x, Box):
-        return np.std(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
+    a = _pack(a)
+    if not isinstance(a, Box):
+        return np.std(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
     from tapead._prims.elementwise import sqrt  # cycle: _prims.elementwise -> here
-    if ddof == 0 and _count(np.shape(x), axis) == 1:
-        _reject("std", dtype, out, x, **kw)
-        return sum(x, axis=axis, keepdims=keepdims) * 0.0     # identically 0
-    return sqrt(var(x, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw))
+    if ddof == 0 and _count(np.shape(a), axis) == 1:
+        _reject("std", dtype, out, a, **kw)
+        return sum(a, axis=axis, keepdims=keepdims) * 0.0     # identically 0
+    return sqrt(var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw))
 
 
 # max, min: the cotangent goes to the maximisers, split evenly among ties ---------
@@ -188,14 +205,16 @@ def _extremum(name, npfunc):
     prim.defsparsity(patterns.REDUCTION, reason="which element is the extremum moves with "
                      "the values: structurally the whole group along the axis")
 
-    def func(x, axis=None, out=None, keepdims=False, **kw):
-        if not isinstance(x, Box):
-            return npfunc(x, axis=axis, out=out, keepdims=keepdims, **kw)
-        _reject(name, None, out, x, **kw)
-        if np.size(concrete(x)) == 0:
+    def func(a, axis=None, out=None, keepdims=False, initial=np._NoValue, where=np._NoValue,
+             **kw):
+        if not isinstance(a, Box):
+            return npfunc(a, axis=axis, out=out, keepdims=keepdims, initial=initial,
+                          where=where, **kw)
+        _reject(name, None, out, a, initial=initial, where=where, **kw)
+        if np.size(concrete(a)) == 0:
             raise ValueError(f"{name} of an empty array has no value; pass a non-empty "
                              "array (initial= is not supported on traced values)")
-        return bind(prim, x, axis=axis, keepdims=keepdims)
+        return bind(prim, a, axis=axis, keepdims=keepdims)
     func.__name__ = func.__qualname__ = name
     func.__doc__ = (f"``np.{name}`` with derivatives: the cotangent goes to the "
                     f"{name}imising elements, split evenly among ties (like JAX).")
@@ -209,11 +228,11 @@ amax = max
 amin = min
 
 
-def ptp(x, axis=None, out=None, keepdims=False):
+def ptp(a, axis=None, out=None, keepdims=False):
     """``np.ptp`` (max - min) with derivatives."""
-    if not isinstance(x, Box):
-        return np.ptp(x, axis=axis, out=out, keepdims=keepdims)
-    return max(x, axis, out, keepdims) - min(x, axis, out, keepdims)
+    if not isinstance(a, Box):
+        return np.ptp(a, axis=axis, out=out, keepdims=keepdims)
+    return max(a, axis, out, keepdims) - min(a, axis, out, keepdims)
 
 
 # prod: partial derivatives without dividing by zero ------------------------------
@@ -286,12 +305,15 @@ prod_p.defbatched(_prod_batched)
 prod_p.defsparsity(patterns.REDUCTION)
 
 
-def prod(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
+        where=np._NoValue, **kw):
     """``np.prod`` with derivatives, exact at zero entries (see the module notes)."""
-    if not isinstance(x, Box):
-        return np.prod(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kw)
-    _reject("prod", dtype, out, x, **kw)
-    return bind(prod_p, x, axis=_norm_axis(axis, np.ndim(x)), keepdims=keepdims)
+    a = _pack(a)
+    if not isinstance(a, Box):
+        return np.prod(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial,
+                       where=where, **kw)
+    _reject("prod", dtype, out, a, initial=initial, where=where, **kw)
+    return bind(prod_p, a, axis=_norm_axis(axis, np.ndim(a)), keepdims=keepdims)
 
 
 # cumsum, cumprod ------------------------------------------------------------------
@@ -323,13 +345,13 @@ def _flat_axis(name, x, axis):
     return x, int(axis) % np.ndim(x)
 
 
-def cumsum(x, axis=None, dtype=None, out=None):
+def cumsum(a, axis=None, dtype=None, out=None):
     """``np.cumsum`` with derivatives (``axis=None`` flattens, like numpy)."""
-    if not isinstance(x, Box):
-        return np.cumsum(x, axis=axis, dtype=dtype, out=out)
-    _reject("cumsum", dtype, out, x)
-    x, axis = _flat_axis("cumsum", x, axis)
-    return bind(cumsum_p, x, axis=axis)
+    if not isinstance(a, Box):
+        return np.cumsum(a, axis=axis, dtype=dtype, out=out)
+    _reject("cumsum", dtype, out, a)
+    a, axis = _flat_axis("cumsum", a, axis)
+    return bind(cumsum_p, a, axis=axis)
 
 
 def _cumprod_jacobian(x, axis):
@@ -386,13 +408,13 @@ cumprod_p.defbatched(_cumprod_batched)
 cumprod_p.defsparsity(patterns.CUMULATIVE)
 
 
-def cumprod(x, axis=None, dtype=None, out=None):
+def cumprod(a, axis=None, dtype=None, out=None):
     """``np.cumprod`` with derivatives, exact at zero entries (``axis=None`` flattens)."""
-    if not isinstance(x, Box):
-        return np.cumprod(x, axis=axis, dtype=dtype, out=out)
-    _reject("cumprod", dtype, out, x)
-    x, axis = _flat_axis("cumprod", x, axis)
-    return bind(cumprod_p, x, axis=axis)
+    if not isinstance(a, Box):
+        return np.cumprod(a, axis=axis, dtype=dtype, out=out)
+    _reject("cumprod", dtype, out, a)
+    a, axis = _flat_axis("cumprod", a, axis)
+    return bind(cumprod_p, a, axis=axis)
 
 
 # logsumexp: stable, a composite whose shift is a constant ---------------------------
@@ -472,9 +494,10 @@ def norm(x, ord=None, axis=None, keepdims=False):
 
     Vector norms (1-d input, or an integer ``axis``): ``ord`` None/2, 1,
     inf, -inf, 0 (a count: no derivative) and any other p.  Matrix norms (2-d
-    input, or a pair ``axis``): ``None``/``'fro'``, 1, -1, inf, -inf.  The
-    spectral and nuclear norms (2, -2, 'nuc') need an SVD and are not
-    supported.  The 2-norm at the zero vector has a nan derivative (as in JAX).
+    input, or a pair ``axis``): ``None``/``'fro'``, 1, -1, inf, -inf, and from
+    the singular values ``'nuc'`` (their sum), 2 and -2 (the largest and the
+    smallest; their derivative needs distinct singular values, see
+    ``tapead.numpy.linalg.svdvals``).  The 2-norm at the zero vector has a nan derivative (as in JAX).
 
     Examples
     --------
@@ -484,6 +507,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     >>> print(ta.grad(lambda x: np.linalg.norm(x, 1))(np.array([3.0, -4.0])))
     [ 1. -1.]
     """
+    x = _pack(x)
     if not isinstance(x, Box):
         return np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
     from tapead._prims.elementwise import absolute, sqrt  # cycle: _prims.elementwise -> here
@@ -530,11 +554,14 @@ def norm(x, ord=None, axis=None, keepdims=False):
             inner, outer = col, row
         s = sum(absolute(x), axis=inner)
         out = pick(s, axis=outer - 1 if outer > inner else outer)
+    elif ord in (2, -2, "nuc"):     # singular values of the matrices (moved last)
+        from tapead._prims.linalg_decomp import svdvals  # cycle: _prims.linalg_decomp -> here
+        from tapead._prims.shape import moveaxis  # cycle: _prims.shape -> here
+        sv = svdvals(moveaxis(x, (row, col), (-2, -1)))
+        out = sum(sv, axis=-1) if ord == "nuc" else (max if ord == 2 else min)(sv, axis=-1)
     else:
-        raise NotImplementedError(
-            f"norm: the matrix norm ord={ord!r} needs singular values, which tapead does "
-            "not differentiate yet; use ord='fro', 1, -1, inf or -inf, or the largest "
-            "eigenvalue of x.T @ x from tapead.numpy.linalg.eigh")
+        raise ValueError(f"norm: invalid norm order {ord!r} for matrices; use None, 'fro', "
+                         "'nuc', 1, -1, 2, -2, inf or -inf")
     return _keep(out, shape, axes, keepdims)
 
 

@@ -26,16 +26,23 @@ reshape_p.defbatched(lambda tans, ans, vals, params, K: np.reshape(
 reshape_p.defsparsity(patterns.MOVE)
 
 
-def reshape(x, shape):
-    """``np.reshape`` with derivatives (``-1`` allowed)."""
+def reshape(x, shape, order="C", *, copy=None):
+    """``np.reshape`` with derivatives (``-1`` allowed; C order only on traced
+    values)."""
     if isinstance(shape, int):
         shape = (shape,)
     if isinstance(x, Box):
+        if order != "C":
+            raise TypeError(f"reshape(..., order={order!r}) on traced values: only C order "
+                            "is supported; transpose first (x.T.reshape(...).T is "
+                            "Fortran order)")
         shape = np.empty(np.shape(x), dtype=np.uint8).reshape(shape).shape
         if shape == np.shape(x):
             return x
         return bind(reshape_p, x, shape=shape)
-    return np.reshape(x, shape)
+    if order == "C" and copy is None:
+        return np.reshape(x, shape)
+    return np.reshape(x, shape, order=order, copy=copy)
 
 
 # transpose -------------------------------------------------------------------
@@ -51,15 +58,15 @@ transpose_p.defbatched(lambda tans, ans, vals, params, K: np.transpose(
 transpose_p.defsparsity(patterns.MOVE)
 
 
-def transpose(x, axes=None):
+def transpose(a, axes=None):
     """``np.transpose`` with derivatives."""
-    nd = np.ndim(x)
-    axes = tuple(range(nd))[::-1] if axes is None else tuple(a % nd for a in axes)
-    if isinstance(x, Box):
+    nd = np.ndim(a)
+    axes = tuple(range(nd))[::-1] if axes is None else tuple(i % nd for i in axes)
+    if isinstance(a, Box):
         if axes == tuple(range(nd)):
-            return x
-        return bind(transpose_p, x, axes=axes)
-    return np.transpose(x, axes)
+            return a
+        return bind(transpose_p, a, axes=axes)
+    return np.transpose(a, axes)
 
 
 def swapaxes(a, axis1, axis2):
@@ -89,14 +96,14 @@ broadcast_p.defbatched(lambda tans, ans, vals, params, K: np.broadcast_to(
 broadcast_p.defsparsity(patterns.MOVE)
 
 
-def broadcast_to(x, shape):
+def broadcast_to(array, shape, subok=False):
     """``np.broadcast_to`` with derivatives."""
-    shape = tuple(shape)
-    if isinstance(x, Box):
-        if np.shape(x) == shape:
-            return x
-        return bind(broadcast_p, x, shape=shape)
-    return np.broadcast_to(x, shape)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if isinstance(array, Box):
+        if np.shape(array) == shape:
+            return array
+        return bind(broadcast_p, array, shape=shape)
+    return np.broadcast_to(array, shape, subok=subok)
 
 
 # concatenate / stack ---------------------------------------------------------
@@ -158,15 +165,16 @@ concat_p.defbatched(_concat_batched)
 concat_p.defsparsity(patterns.MOVE)
 
 
-def concatenate(xs, axis=0):
+def concatenate(xs, axis=0, out=None, *, dtype=None, casting="same_kind"):
     """``np.concatenate`` with derivatives."""
     xs = tuple(xs)
     if _any_box(*xs):
+        _no_out_dtype("concatenate", out, dtype, casting)
         nd = np.ndim(xs[0])
         axis = axis % nd
         return bind(concat_p, *xs, axis=axis, bounds=_concat_bounds(xs, axis),
                     real=_real_pieces(xs))
-    return np.concatenate(xs, axis=axis)
+    return np.concatenate(xs, axis=axis, out=out, dtype=dtype, casting=casting)
 
 
 def _shape(x):
@@ -211,19 +219,30 @@ stack_p.defbatched(_stack_batched)
 stack_p.defsparsity(patterns.MOVE)
 
 
-def stack(xs, axis=0):
+def _no_out_dtype(name, out, dtype, casting):
+    if out is not None:
+        raise TypeError(f"{name}(..., out=...) cannot write a traced value into an array; "
+                        "assign the result instead")
+    if dtype is not None:
+        raise TypeError(f"{name}(..., dtype=...) on traced values: cast the pieces "
+                        "(x.astype(dtype)) before joining them")
+    _ = casting
+
+
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     """``np.stack`` with derivatives: one tape node however many arrays."""
-    xs = tuple(xs)
-    if not _any_box(*xs):
-        return np.stack(xs, axis=axis)
-    shape = _shape(xs[0])
-    if any(_shape(x) != shape for x in xs):
+    arrays = tuple(arrays)
+    if not _any_box(*arrays):
+        return np.stack(arrays, axis=axis, out=out, dtype=dtype, casting=casting)
+    _no_out_dtype("stack", out, dtype, casting)
+    shape = _shape(arrays[0])
+    if any(_shape(x) != shape for x in arrays):
         raise ValueError("all input arrays must have the same shape, got "
-                         f"{sorted({np.shape(x) for x in xs})}")
+                         f"{sorted({np.shape(x) for x in arrays})}")
     nd = len(shape) + 1
     if not -nd <= axis < nd:
         raise np.exceptions.AxisError(axis, nd, "stack")
-    return bind(stack_p, *xs, axis=axis % nd, real=_real_pieces(xs))
+    return bind(stack_p, *arrays, axis=axis % nd, real=_real_pieces(arrays))
 
 
 def _axes(axis, ndim, what):

@@ -33,8 +33,9 @@ permute_p = Primitive("permute_along_axis",
                       lambda x, perm, axis: np.take_along_axis(x, perm, axis=axis),
                       saves=(), linear=True)
 permute_p.defvjp(lambda g, ans, x, perm, axis: permute(g, _inverse(perm, axis), axis))
-permute_p.defbatched(lambda tans, ans, vals, params, K: np.take_along_axis(
-    tans[0], params["perm"][None], axis=params["axis"] + 1))
+# permute(), not np.take_along_axis: the tangents may be traced (third order)
+permute_p.defbatched(lambda tans, ans, vals, params, K: permute(
+    tans[0], np.broadcast_to(params["perm"][None], np.shape(tans[0])), params["axis"] + 1))
 permute_p.defsparsity(patterns.MOVE)         # perm is a constant parameter
 
 
@@ -66,37 +67,37 @@ def _check_order(name, order):
                         "are plain float arrays: drop order=")
 
 
-def sort(x, axis=-1, kind=None, order=None, **kw):
+def sort(a, axis=-1, kind=None, order=None, **kw):
     """``np.sort`` with derivatives (ties: stable order; ``axis=None`` flattens)."""
-    if not isinstance(x, Box):
-        return np.sort(x, axis=axis, kind=kind, order=order, **kw)
+    if not isinstance(a, Box):
+        return np.sort(a, axis=axis, kind=kind, order=order, **kw)
     _check_order("sort", order)
-    if axis is None or np.ndim(x) == 0:
-        x, axis = reshape(x, (-1,)), 0
-    return bind(sort_p, x, axis=int(axis) % np.ndim(x))
+    if axis is None or np.ndim(a) == 0:
+        a, axis = reshape(a, (-1,)), 0
+    return bind(sort_p, a, axis=int(axis) % np.ndim(a))
 
 
-def argsort(x, axis=-1, kind=None, order=None, **kw):
+def argsort(a, axis=-1, kind=None, order=None, **kw):
     """``np.argsort`` of the concrete values: a plain integer array (no derivative)."""
     _check_order("argsort", order)
-    out = np.argsort(np.asarray(concrete(x)), axis=axis, kind=kind, **kw)
-    guard_value(x, lambda v: np.argsort(np.asarray(concrete(v)), axis=axis, kind=kind, **kw),
+    out = np.argsort(np.asarray(concrete(a)), axis=axis, kind=kind, **kw)
+    guard_value(a, lambda v: np.argsort(np.asarray(concrete(v)), axis=axis, kind=kind, **kw),
                 out, "an argsort")
     return out
 
 
-def argmax(x, axis=None, out=None, **kw):
+def argmax(a, axis=None, out=None, **kw):
     """``np.argmax`` of the concrete values: plain integers (no derivative)."""
-    res = np.argmax(np.asarray(concrete(x)), axis=axis, out=out, **kw)
-    guard_value(x, lambda v: np.argmax(np.asarray(concrete(v)), axis=axis, **kw), res,
+    res = np.argmax(np.asarray(concrete(a)), axis=axis, out=out, **kw)
+    guard_value(a, lambda v: np.argmax(np.asarray(concrete(v)), axis=axis, **kw), res,
                 "an argmax")
     return res
 
 
-def argmin(x, axis=None, out=None, **kw):
+def argmin(a, axis=None, out=None, **kw):
     """``np.argmin`` of the concrete values: plain integers (no derivative)."""
-    res = np.argmin(np.asarray(concrete(x)), axis=axis, out=out, **kw)
-    guard_value(x, lambda v: np.argmin(np.asarray(concrete(v)), axis=axis, **kw), res,
+    res = np.argmin(np.asarray(concrete(a)), axis=axis, out=out, **kw)
+    guard_value(a, lambda v: np.argmin(np.asarray(concrete(v)), axis=axis, **kw), res,
                 "an argmin")
     return res
 

@@ -33,11 +33,12 @@ from tapead._prims.shape import *  # noqa: F401,F403
 from tapead._prims.indexing import *  # noqa: F401,F403
 from tapead._prims.linalg import *  # noqa: F401,F403
 from tapead._prims.contract import *  # noqa: F401,F403
-from tapead.numpy import linalg  # noqa: F401,E402
+from tapead.numpy import fft, linalg  # noqa: F401,E402
 from tapead._prims.sorting import *  # noqa: F401,F403
 from tapead._prims.misc import *  # noqa: F401,F403
 from tapead._prims.stats import *  # noqa: F401,F403
 from tapead._prims.calculus import *  # noqa: F401,F403
+from tapead._prims.numpy_extra import *  # noqa: F401,F403
 from tapead._prims.construct import array, asarray  # noqa: F401
 
 abs = absolute  # noqa: A001
