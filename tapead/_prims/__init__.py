@@ -39,12 +39,17 @@ for _family in FAMILIES:
     METHODS.update(getattr(_family, "TRACER_METHODS", {}))
 
 
+#: ufuncs whose results carry no derivative (booleans): computed on the values
+VALUE_UFUNCS = (np.less, np.less_equal, np.greater, np.greater_equal, np.equal,
+                np.not_equal, np.isfinite, np.isnan, np.isinf, np.signbit)
+
+
 def _no_rule(what):
     return NonDifferentiableError(
         f"tapead has no derivative rule for {what} on traced values, so it would "
         "silently drop the derivative. Write the computation with functions tapead "
-        "supports (tapead.numpy lists them), or give it a rule with ta.custom_vjp / "
-        "ta.custom_jvp.")
+        "supports (docs/coverage.md lists every numpy and scipy function with its "
+        "status), or give it a rule with ta.custom_vjp / ta.custom_jvp.")
 
 
 def _array_ufunc(ufunc, method, inputs, kwargs):
@@ -59,8 +64,7 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
     elif method == "reduce" and ufunc is np.add:
         axis = kwargs.get("axis", 0)
         return reductions.sum(inputs[0], axis=axis, keepdims=kwargs.get("keepdims", False))
-    if ufunc in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal,
-                 np.not_equal, np.isfinite, np.isnan, np.isinf, np.signbit):
+    if ufunc in VALUE_UFUNCS:
         return ufunc(*[concrete(x) for x in inputs], **kwargs)
     raise _no_rule(f"{_ufunc_name(ufunc)} (method {method!r})")
 
