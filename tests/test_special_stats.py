@@ -101,3 +101,18 @@ def test_out_of_support_values_match_scipy():
     # a gradient at an in-support point next to out-of-support ones
     g = ta.grad(lambda m: tst.poisson.logpmf(k, m).sum() + 0.0 * m)(1.5)
     assert np.isfinite(g)
+
+
+def test_edge_points():
+    # gammainc(1, x) = 1 - exp(-x): derivative 1 at x = 0 (x^0, not 0 * log 0)
+    assert ta.grad(lambda x: sps.gammainc(1.0, x))(0.0) == 1.0
+    assert np.isclose(ta.grad(lambda x: sps.betainc(1.0, 2.0, x))(0.0), 2.0, rtol=1e-15)
+    with pytest.raises(NonDifferentiableError, match=r"scipy\.special\.rgamma.*poles"):
+        ta.grad(sps.rgamma)(-1.0)
+    # mean batched against one x
+    means = np.array([[0.0, 0.0], [1.0, -1.0]])
+    cov = np.array([[2.0, 0.5], [0.5, 1.0]])
+    np.testing.assert_allclose(
+        tst.multivariate_normal.logpdf(np.zeros(2), means, cov),
+        [scipy.stats.multivariate_normal.logpdf(np.zeros(2), m, cov) for m in means],
+        rtol=1e-14)

@@ -16,11 +16,11 @@ import math
 import numpy as np
 import scipy.special as sps
 
-from tapead._core import Box, bind
+from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
 from tapead._prims.base import Primitive, defelementwise, defzero
-from tapead._prims.elementwise import exp, log, log1p, unbroadcast
-from tapead._prims.special import digamma, gammaln, keep_float_dtype
+from tapead._prims.elementwise import exp, unbroadcast
+from tapead._prims.special import digamma, gammaln, keep_float_dtype, xlog1py, xlogy
 from tapead.errors import NonDifferentiableError
 
 SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2.0
@@ -104,7 +104,18 @@ def _weak(c):
     return float(c) if np.ndim(c) == 0 and not isinstance(c, Box) else c
 
 
-rgamma = _unary("rgamma", sps.rgamma, lambda x, a: -a * digamma(x))
+def _rgamma_d(x, a):
+    """1/Gamma' = -digamma / Gamma: 0 * inf at the poles of Gamma (0, -1, ...),
+    where the derivative is (-1)^n n!; tapead refuses there rather than give NaN."""
+    xc = np.asarray(concrete(x))
+    if np.any((xc <= 0) & (xc == np.floor(xc))):
+        raise NonDifferentiableError(
+            "scipy.special.rgamma: tapead has no derivative rule at 0, -1, -2, ... (the "
+            "poles of gamma); move the point off them or use ta.custom_jvp")
+    return -a * digamma(x)
+
+
+rgamma = _unary("rgamma", sps.rgamma, _rgamma_d)
 
 beta = ufunc_primitive(
     "beta", sps.beta,
@@ -118,7 +129,7 @@ betaln = ufunc_primitive(
 
 def _gammainc_dx(ans, a, x):
     """The gamma density x^(a-1) e^(-x) / Gamma(a)."""
-    return exp((a - 1.0) * log(x) - x - _weak(gammaln(a)))
+    return exp(xlogy(a - 1.0, x) - x - _weak(gammaln(a)))
 
 
 gammainc = ufunc_primitive("gammainc", sps.gammainc, [None, _gammainc_dx], ("a", "x"))
@@ -126,7 +137,7 @@ gammaincc = ufunc_primitive("gammaincc", sps.gammaincc,
                             [None, lambda ans, a, x: -_gammainc_dx(ans, a, x)], ("a", "x"))
 betainc = ufunc_primitive(
     "betainc", sps.betainc,
-    [None, None, lambda ans, a, b, x: exp((a - 1.0) * log(x) + (b - 1.0) * log1p(-x)
+    [None, None, lambda ans, a, b, x: exp(xlogy(a - 1.0, x) + xlog1py(b - 1.0, -x)
                                           - _weak(sps.betaln(a, b)))], ("a", "b", "x"))
 
 # error function inverses and the normal distribution ------------------------

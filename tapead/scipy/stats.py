@@ -198,7 +198,9 @@ def _mvn_logpdf(x, mean, cov, allow_singular=None):
         raise ValueError(f"multivariate_normal.logpdf: cov must be (n, n) and x (..., n); "
                          f"got x {xs}, cov {np.shape(concrete(cov))}")
     L = tnp.linalg.cholesky(cov)
-    d = tnp.reshape(x - mean, (-1, n))
+    d = x - mean
+    xs = np.shape(concrete(d))                    # x and mean broadcast
+    d = tnp.reshape(d, (-1, n))
     y = solve_triangular(L, tnp.transpose(d), lower=True)          # (n, m)
     half_logdet = tnp.sum(tnp.log(tnp.diagonal(L)))
     out = -0.5 * tnp.sum(y * y, axis=0) - half_logdet - n * LOG_SQRT_2PI
