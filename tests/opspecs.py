@@ -274,10 +274,14 @@ ARRAY_OPS = [
 del A
 
 # each family of the numpy-coverage work keeps its rows in tests/opspecs_<family>.py
-# (a list ARRAY_OPS built with _array_op); they join the one table here
+# (a list ARRAY_OPS built with _array_op, and optionally NO_JAX: the names of
+# rows JAX has no counterpart for)
 EXTRA_OPS = []
+NO_JAX: set = set()
 for _path in sorted(pathlib.Path(__file__).parent.glob("opspecs_*.py")):
-    EXTRA_OPS += importlib.import_module(_path.stem).ARRAY_OPS
+    _mod = importlib.import_module(_path.stem)
+    EXTRA_OPS += _mod.ARRAY_OPS
+    NO_JAX |= set(getattr(_mod, "NO_JAX", ()))
 
 SPECS = ELEMENTWISE + ARRAY_OPS + EXTRA_OPS
 BY_NAME = {s.name: s for s in SPECS}

@@ -13,9 +13,9 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
-from tapead._prims import (calculus, construct, contract, fft, indexing, linalg,
+from tapead._prims import (bessel, calculus, construct, contract, fft, indexing, linalg,
                            linalg_decomp, misc, numpy_extra, reductions, shape, sorting,
-                           special, stats)
+                           special, special_gamma, stats)
 from tapead._prims.base import Primitive, ShapeOnly
 from tapead._prims.conversion_hint import array_message
 from tapead.errors import NonDifferentiableError
@@ -26,7 +26,7 @@ __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
 #: the primitive families; each module exports NUMPY_FUNCTIONS (numpy function ->
 #: tapead implementation, for NEP 18 dispatch) and optionally TRACER_METHODS
 FAMILIES = [ew, reductions, shape, indexing, linalg, linalg_decomp, sorting, special, contract,
-            misc, stats, calculus, fft, numpy_extra]
+            misc, stats, calculus, fft, numpy_extra, special_gamma, bessel]
 
 UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul
@@ -40,12 +40,17 @@ for _family in FAMILIES:
     METHODS.update(getattr(_family, "TRACER_METHODS", {}))
 
 
+#: ufuncs whose results carry no derivative (booleans): computed on the values
+VALUE_UFUNCS = (np.less, np.less_equal, np.greater, np.greater_equal, np.equal,
+                np.not_equal, np.isfinite, np.isnan, np.isinf, np.signbit)
+
+
 def _no_rule(what):
     return NonDifferentiableError(
         f"tapead has no derivative rule for {what} on traced values, so it would "
         "silently drop the derivative. Write the computation with functions tapead "
-        "supports (tapead.numpy lists them), or give it a rule with ta.custom_vjp / "
-        "ta.custom_jvp.")
+        "supports (docs/coverage.md lists every numpy and scipy function with its "
+        "status), or give it a rule with ta.custom_vjp / ta.custom_jvp.")
 
 
 #: ufunc methods of the differentiable binary ufuncs (np.maximum.reduce, ...)
@@ -64,8 +69,7 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
                             "value into an array; assign the result instead")
     elif method in _UFUNC_METHODS and ufunc.nin == 2 and UFUNCS.get(ufunc) is not None:
         return _UFUNC_METHODS[method](ufunc, UFUNCS[ufunc], *inputs, **kwargs)
-    if ufunc in (np.less, np.less_equal, np.greater, np.greater_equal, np.equal,
-                 np.not_equal, np.isfinite, np.isnan, np.isinf, np.signbit):
+    if ufunc in VALUE_UFUNCS:
         return ufunc(*[concrete(x) for x in inputs], **kwargs)
     raise _no_rule(f"{_ufunc_name(ufunc)} (method {method!r})")
 

@@ -26,6 +26,21 @@ SCIPY_EQUIVALENTS = {
     "scipy.integrate": {"trapezoid": "np.trapezoid (which dispatches to tapead)"},
 }
 
+#: the distributions of tapead.scipy.stats and their methods (a test keeps this
+#: equal to the module); keys of SCIPY_EQUIVALENTS["scipy.stats"] are "norm.logpdf"
+STATS_METHODS = {
+    "norm": ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf"),
+    "t": ("logpdf", "pdf"),
+    "gamma": ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"),
+    "chi2": ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"),
+    "beta": ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"),
+    "poisson": ("logpmf", "pmf", "cdf"),
+    "dirichlet": ("logpdf", "pdf"),
+    "multivariate_normal": ("logpdf", "pdf"),
+}
+SCIPY_EQUIVALENTS["scipy.stats"] = {f"{d}.{m}": f"tapead.scipy.stats.{d}.{m}"
+                                    for d, methods in STATS_METHODS.items() for m in methods}
+
 _STACK_LIMIT = 64
 
 
@@ -40,10 +55,27 @@ def _module_of(frame) -> str:
     return frame.f_globals.get("__name__", "") or ""
 
 
+def _distribution(frame):
+    """'norm' for a method of scipy.stats.norm (its ``self``), else None."""
+    obj = frame.f_locals.get("self")
+    if obj is None:
+        return None
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str):
+        name = type(obj).__name__.removesuffix("_gen").removesuffix("_frozen")
+    return name
+
+
 def _named_functions(frame):
-    """(public module, name) of the function a frame runs, then of any scipy
-    function it holds (a decorator's wrapper holds the one it wraps)."""
-    yield _public_module(_module_of(frame)), frame.f_code.co_name
+    """(public module, name) of the function a frame runs (a distribution's
+    method as 'norm.logpdf'), then of any scipy function it holds (a
+    decorator's wrapper holds the one it wraps)."""
+    module = _public_module(_module_of(frame))
+    if module == "scipy.stats":
+        dist = _distribution(frame)
+        if dist is not None:
+            yield module, f"{dist}.{frame.f_code.co_name}"
+    yield module, frame.f_code.co_name
     for v in list(frame.f_locals.values()):
         mod = getattr(v, "__module__", None)
         if callable(v) and isinstance(mod, str) and mod.startswith("scipy"):
@@ -111,9 +143,12 @@ def array_message(generic: str) -> str:
                         f"derivative); call {target} instead, which is differentiable.")
     public = [f for f in block if "._lib" not in _module_of(f)]   # not scipy's helpers
     outer = (public or block)[-1]
-    what = f"{_public_module(_module_of(outer))}.{outer.f_code.co_name}"
+    module = _public_module(_module_of(outer))
+    dist = _distribution(outer) if module == "scipy.stats" else None
+    what = f"{module}.{dist + '.' if dist else ''}{outer.f_code.co_name}"
     return (f"{what} cannot see through tapead tracers (it converts its arguments to "
             "numpy arrays, which would drop the derivative). tapead's differentiable "
-            "scipy functions are in tapead.scipy.special and tapead.scipy.linalg, numpy's "
+            "scipy functions are in tapead.scipy.special, tapead.scipy.linalg and "
+            "tapead.scipy.stats, numpy's "
             "names in tapead.numpy; or give the function a rule with ta.custom_vjp / "
             "ta.custom_jvp.")

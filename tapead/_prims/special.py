@@ -84,8 +84,23 @@ expit = sigmoid                      # the same function as tapead.numpy.sigmoid
 del U
 
 
+def keep_float_dtype(ufunc):
+    """``ufunc`` returning numpy's result type of its arguments (scipy computes
+    ``xlogy(1.5, float32)`` in float64; Python numbers are weak, so tapead keeps
+    float32 there, as for numpy's own ufuncs)."""
+    def impl(*args):
+        out = ufunc(*args)
+        dt = np.result_type(*args)
+        if np.issubdtype(dt, np.floating) and np.result_type(out) != dt:
+            out = np.asarray(out, dtype=dt)[()]
+        return out
+    impl.__name__ = impl.__qualname__ = ufunc.__name__
+    return impl
+
+
 # binary ufuncs: xlogy(x, y) = x log y, xlog1py(x, y) = x log(1 + y), 0 where x == 0
 def _binary(name, npfunc, dx, dy):
+    npfunc = keep_float_dtype(ufunc := npfunc)
     prim = Primitive(name, npfunc, elementwise=True)
     prim.defvjp(lambda g, ans, x, y: unbroadcast(x, g * dx(x, y)),
                 lambda g, ans, x, y: unbroadcast(y, g * dy(x, y)))
@@ -100,7 +115,7 @@ def _binary(name, npfunc, dx, dy):
     func.__doc__ = f"``scipy.special.{name}`` with derivatives in both arguments."
     func.prim = prim
     ew.BY_NAME[name] = func
-    ew.UFUNCS[npfunc] = func
+    ew.UFUNCS[ufunc] = func
     return func
 
 

@@ -1,0 +1,156 @@
+"""scipy.special: beta and incomplete gamma/beta functions, inverse error
+functions and the normal distribution's ``ndtr`` family (exported by
+``tapead.scipy.special``).
+
+All are scipy ufuncs: importing this module registers them in the ufunc
+table, so ``scipy.special.ndtr(tracer)`` records like
+``tapead.scipy.special.ndtr(tracer)``.  Every rule is written with tapead
+operations, so it differentiates again.  The incomplete functions
+(``gammainc``, ``gammaincc``, ``betainc``) have derivatives in ``x`` only:
+a traced shape parameter is refused (as in JAX for ``betainc``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.special as sps
+
+from tapead._core import Box, bind, concrete
+from tapead._prims import elementwise as ew
+from tapead._prims.base import Primitive, defelementwise, defzero
+from tapead._prims.elementwise import exp, unbroadcast
+from tapead._prims.special import digamma, gammaln, keep_float_dtype, xlog1py, xlogy
+from tapead.errors import NonDifferentiableError
+
+SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2.0
+INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+#: scipy.special name -> what tapead does not differentiate (the coverage page reads it)
+NOTES: dict = {}
+
+
+def ufunc_primitive(name, ufunc, partials, argnames):
+    """A primitive for the scipy ufunc ``ufunc`` and its user-facing function.
+
+    ``partials[k](ans, *args)`` is the derivative in argument k, or None: no
+    derivative there, so a traced argument k is refused with a
+    NonDifferentiableError naming ``scipy.special.<name>`` and ``argnames[k]``.
+    """
+    impl = keep_float_dtype(ufunc)
+    prim = Primitive(name, impl, elementwise=True)
+    prim.defvjp(*[None if d is None else
+                  (lambda g, ans, *a, d=d, k=k: unbroadcast(a[k], g * d(ans, *a)))
+                  for k, d in enumerate(partials)])
+    prim.defjvp(*[None if d is None else (lambda t, ans, *a, d=d: t * d(ans, *a))
+                  for d in partials])
+    refused = tuple(k for k, d in enumerate(partials) if d is None)
+    prim.nondiff_args = frozenset(refused)
+    if refused:
+        defelementwise(prim, args=[k for k, d in enumerate(partials) if d is not None])
+        NOTES[name] = "no derivative in " + ", ".join(argnames[k] for k in refused)
+    else:
+        defelementwise(prim)
+
+    def func(*args):
+        if len(args) != len(partials):
+            raise TypeError(f"scipy.special.{name} takes {len(partials)} arguments "
+                            f"({', '.join(argnames)}); got {len(args)}")
+        if not any(isinstance(a, Box) for a in args):
+            return impl(*args)
+        for k in refused:
+            if isinstance(args[k], Box):
+                raise NonDifferentiableError(
+                    f"scipy.special.{name}: tapead has no derivative in "
+                    f"{argnames[k]!r} (argument {k}); pass it as a constant (a plain "
+                    f"number or array), or wrap the call in ta.stop_gradient / "
+                    f"ta.custom_jvp if you know its derivative")
+        return bind(prim, *args)
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = (f"``scipy.special.{name}({', '.join(argnames)})``, elementwise"
+                    + (f"; {NOTES[name]} (a traced one is refused)." if refused else
+                       ", with derivatives in every argument."))
+    func.prim = prim
+    ew.BY_NAME[name] = func
+    ew.UFUNCS[ufunc] = func
+    return func
+
+
+def _unary(name, ufunc, d):
+    return ew._unary(name, ufunc, d, ufunc=ufunc)
+
+
+# gamma family ----------------------------------------------------------------
+gammasgn_p = Primitive("gammasgn", sps.gammasgn, saves=(), elementwise=True)
+gammasgn_p.defvjp(lambda g, ans, x: None)
+gammasgn_p.defjvp(lambda t, ans, x: None)
+defzero(gammasgn_p)
+
+
+def gammasgn(x):
+    """``scipy.special.gammasgn``: the sign of the gamma function (derivative zero)."""
+    if isinstance(x, Box):
+        return bind(gammasgn_p, x)
+    return sps.gammasgn(x)
+
+
+ew.BY_NAME["gammasgn"] = gammasgn
+ew.UFUNCS[sps.gammasgn] = gammasgn
+
+
+def _weak(c):
+    """A constant scalar as a Python float (numpy's promotion keeps float32 for it)."""
+    return float(c) if np.ndim(c) == 0 and not isinstance(c, Box) else c
+
+
+def _rgamma_d(x, a):
+    """1/Gamma' = -digamma / Gamma: 0 * inf at the poles of Gamma (0, -1, ...),
+    where the derivative is (-1)^n n!; tapead refuses there rather than give NaN."""
+    xc = np.asarray(concrete(x))
+    if np.any((xc <= 0) & (xc == np.floor(xc))):
+        raise NonDifferentiableError(
+            "scipy.special.rgamma: tapead has no derivative rule at 0, -1, -2, ... (the "
+            "poles of gamma); move the point off them or use ta.custom_jvp")
+    return -a * digamma(x)
+
+
+rgamma = _unary("rgamma", sps.rgamma, _rgamma_d)
+
+beta = ufunc_primitive(
+    "beta", sps.beta,
+    [lambda ans, a, b: ans * (digamma(a) - digamma(a + b)),
+     lambda ans, a, b: ans * (digamma(b) - digamma(a + b))], ("a", "b"))
+betaln = ufunc_primitive(
+    "betaln", sps.betaln,
+    [lambda ans, a, b: digamma(a) - digamma(a + b),
+     lambda ans, a, b: digamma(b) - digamma(a + b)], ("a", "b"))
+
+
+def _gammainc_dx(ans, a, x):
+    """The gamma density x^(a-1) e^(-x) / Gamma(a)."""
+    return exp(xlogy(a - 1.0, x) - x - _weak(gammaln(a)))
+
+
+gammainc = ufunc_primitive("gammainc", sps.gammainc, [None, _gammainc_dx], ("a", "x"))
+gammaincc = ufunc_primitive("gammaincc", sps.gammaincc,
+                            [None, lambda ans, a, x: -_gammainc_dx(ans, a, x)], ("a", "x"))
+betainc = ufunc_primitive(
+    "betainc", sps.betainc,
+    [None, None, lambda ans, a, b, x: exp(xlogy(a - 1.0, x) + xlog1py(b - 1.0, -x)
+                                          - _weak(sps.betaln(a, b)))], ("a", "b", "x"))
+
+# error function inverses and the normal distribution ------------------------
+erfinv = _unary("erfinv", sps.erfinv, lambda x, a: SQRT_PI_OVER_2 * exp(a * a))
+erfcinv = _unary("erfcinv", sps.erfcinv, lambda x, a: -SQRT_PI_OVER_2 * exp(a * a))
+ndtr = _unary("ndtr", sps.ndtr, lambda x, a: INV_SQRT_2PI * exp(-0.5 * (x * x)))
+log_ndtr = _unary("log_ndtr", sps.log_ndtr,
+                  lambda x, a: INV_SQRT_2PI * exp(-0.5 * (x * x) - a))
+ndtri = _unary("ndtri", sps.ndtri, lambda x, a: SQRT_2PI * exp(0.5 * (a * a)))
+
+FUNCTIONS = {"gammasgn": gammasgn, "rgamma": rgamma, "beta": beta, "betaln": betaln,
+             "gammainc": gammainc, "gammaincc": gammaincc, "betainc": betainc,
+             "erfinv": erfinv, "erfcinv": erfcinv, "ndtr": ndtr, "log_ndtr": log_ndtr,
+             "ndtri": ndtri}
+#: numpy functions (NEP 18): none (these are ufuncs)
+NUMPY_FUNCTIONS: dict = {}
