@@ -297,10 +297,21 @@ def tree_map(f: Callable, tree: Any, *rest: Any) -> Any:
 
 
 def tree_leaves(tree: Any) -> List[Any]:
-    """The leaves of ``tree`` in flattening order."""
+    """The leaves of ``tree`` in flattening order (dict keys sorted).
+
+    >>> import tapead as ta
+    >>> ta.tree_util.tree_leaves({"b": [2.0, 3.0], "a": 1.0})
+    [1.0, 2.0, 3.0]
+    """
     return tree_flatten(tree)[0]
 
 
 def tree_structure(tree: Any) -> TreeDef:
-    """The structure of ``tree`` (its ``TreeDef``)."""
+    """The structure of ``tree`` (its ``TreeDef``): equal for trees that differ
+    only in their leaves.
+
+    >>> import tapead as ta
+    >>> ta.tree_util.tree_structure((1.0, [2.0])) == ta.tree_util.tree_structure((5.0, [6.0]))
+    True
+    """
     return tree_flatten(tree)[1]
