@@ -152,13 +152,18 @@ concat_p.complex_ok = True      # linear: the same rule holds for complex values
 concat_p.save_fn = lambda vals, ans: ()      # the rule reads ``bounds`` only
 
 
+def _direction_pieces(tans, ans, vals, K):
+    """Each piece's K-direction tangent, shaped ``(K,) + piece shape`` (zeros for
+    a piece without one): what the batched rules of concatenate and stack join."""
+    dtype = np.result_type(_core.concrete(ans))
+    return [np.zeros((K,) + np.shape(v), dtype) if t is None else
+            t if np.shape(t) == (K,) + np.shape(v) else reshape(t, (K,) + np.shape(v))
+            for t, v in zip(tans, vals)]
+
+
 def _concat_batched(tans, ans, vals, params, K):
     """K directions at once: the tangents concatenated one axis further in."""
-    dtype = np.result_type(_core.concrete(ans))
-    parts = [np.zeros((K,) + np.shape(v), dtype) if t is None else
-             t if np.shape(t) == (K,) + np.shape(v) else reshape(t, (K,) + np.shape(v))
-             for t, v in zip(tans, vals)]
-    return concatenate(parts, axis=params["axis"] + 1)
+    return concatenate(_direction_pieces(tans, ans, vals, K), axis=params["axis"] + 1)
 
 
 concat_p.defbatched(_concat_batched)
@@ -208,11 +213,7 @@ stack_p.complex_ok = True      # linear: the same rule holds for complex values
 
 def _stack_batched(tans, ans, vals, params, K):
     """K directions at once: the tangents stacked one axis further in."""
-    dtype = np.result_type(_core.concrete(ans))
-    parts = [np.zeros((K,) + np.shape(v), dtype) if t is None else
-             t if np.shape(t) == (K,) + np.shape(v) else reshape(t, (K,) + np.shape(v))
-             for t, v in zip(tans, vals)]
-    return stack(parts, axis=params["axis"] + 1)
+    return stack(_direction_pieces(tans, ans, vals, K), axis=params["axis"] + 1)
 
 
 stack_p.defbatched(_stack_batched)
