@@ -14,7 +14,7 @@ from tapead import _core
 from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
 from tapead._prims import (bessel, calculus, construct, contract, fft, indexing, linalg,
-                           linalg_decomp, misc, numpy_extra, reductions, shape, sorting,
+                           linalg_decomp, misc, norms, numpy_extra, reductions, shape, sorting,
                            special, special_gamma, stats)
 from tapead._prims.base import Primitive, ShapeOnly
 from tapead._prims.conversion_hint import array_message
@@ -26,7 +26,7 @@ __all__ = ["Primitive", "ShapeOnly", "FUNCTIONS", "UFUNCS"]
 #: the primitive families; each module exports NUMPY_FUNCTIONS (numpy function ->
 #: tapead implementation, for NEP 18 dispatch) and optionally TRACER_METHODS
 FAMILIES = [ew, reductions, shape, indexing, linalg, linalg_decomp, sorting, special, contract,
-            misc, stats, calculus, fft, numpy_extra, special_gamma, bessel]
+            misc, stats, calculus, fft, numpy_extra, special_gamma, bessel, norms]
 
 UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul

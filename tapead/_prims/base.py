@@ -168,8 +168,7 @@ class Primitive(_core.PrimitiveBase):
         if out is None:                      # no derivative through this argument
             return None
         if self.elementwise and np.shape(out) != np.shape(ans):
-            from tapead._prims.shape import broadcast_to  # cycle: _prims.shape -> here
-            out = broadcast_to(out, np.shape(ans))
+            out = np.broadcast_to(out, np.shape(ans))   # a box: tapead's, by NEP 18
         return out
 
     def jvp_linear(self, args: tuple, trace, vals: tuple, params: dict):
@@ -222,10 +221,9 @@ class Primitive(_core.PrimitiveBase):
             return None
         dtype = np.result_type(_core.concrete(ans))
         if any(isinstance(r, _core.Box) for r in rows):   # traced by an outer transform
-            from tapead._prims.shape import broadcast_to, stack  # cycle: _prims.shape -> here
-            zero = np.zeros(np.shape(ans), dtype=dtype)
-            return stack([zero if r is None else broadcast_to(r, np.shape(ans))
-                          for r in rows])
+            zero = np.zeros(np.shape(ans), dtype=dtype)  # np.stack/np.broadcast_to of
+            return np.stack([zero if r is None else      # boxes: tapead's, by NEP 18
+                             np.broadcast_to(r, np.shape(ans)) for r in rows])
         out = np.zeros(shape, dtype=dtype)
         for d, r in enumerate(rows):
             if r is not None:

@@ -16,7 +16,8 @@ from tapead import _core
 from tapead._core import Box, concrete, is_complex
 from tapead._core import apply_binary as binary, apply_unary as unary
 from tapead import patterns
-from tapead._prims.base import (BROADCAST, Primitive, ShapeOnly, defelementwise, defzero)
+from tapead._prims.base import BROADCAST, Primitive, defelementwise, defzero
+from tapead._prims.structural import unbroadcast
 from tapead.errors import NonDifferentiableError
 
 OP = _core.OPCODES
@@ -25,33 +26,6 @@ UNARY: dict = {}       # opcode -> Primitive
 BINARY: dict = {}      # opcode -> Primitive
 BY_NAME: dict = {}     # name -> user-facing function
 UFUNCS: dict = {}      # numpy ufunc -> user-facing function
-
-
-def unbroadcast(x, g):
-    """Sum ``g`` down to the shape of ``x`` (undo numpy broadcasting); for a real
-    ``x`` and a complex ``g``, keep ``g``'s real part (undo the promotion to complex)."""
-    if is_complex(g) and not is_complex(x):
-        g = real(g)
-    shape = x.shape if type(x) is ShapeOnly or type(x) is np.ndarray else np.shape(x)
-    gshape = g.shape if type(g) is np.ndarray else np.shape(g)
-    if gshape == shape:
-        return g
-    if type(g) is np.ndarray:          # plain arrays: reduce directly with numpy
-        lead = len(gshape) - len(shape)
-        axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
-                                          if n == 1 and gshape[lead + i] != 1)
-        out = np.add.reduce(g, axis=axes) if axes else g
-        return out.reshape(shape) if out.shape != shape else out
-    from tapead._prims.reductions import sum as _sum  # cycle: _prims.reductions -> here
-    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
-    lead = len(gshape) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and gshape[lead + i] != 1)
-    if axes:
-        g = _sum(g, axis=axes)
-    if np.shape(g) != shape:
-        g = reshape(g, shape)
-    return g
 
 
 # ---------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from tapead import _core
 from tapead._core import Box, Scatter, bind
 from tapead import patterns
 from tapead._prims.base import Primitive
+from tapead._prims.structural import broadcast_to, concatenate, reshape, stack, unbroadcast
 
 
 def _dtype(x):
@@ -115,7 +116,6 @@ def add_scatters(items):
     if len(items) == 1:
         return index_add_zeros(first.g, first.idx, shape, dtype)
     # cycle: _prims.shape -> here
-    from tapead._prims.shape import broadcast_to, concatenate, reshape
     size = int(np.prod(shape, dtype=np.int64))
     where = np.arange(size).reshape(shape)
     flat, values = [], []
@@ -177,7 +177,6 @@ def _index_add_impl(g, idx, shape, dtype):
 
 def _index_add_batched(tans, ans, vals, params, K):
     if isinstance(tans[0], Box):       # tangents traced by an outer transform: stay on it
-        from tapead._prims.shape import reshape, stack  # cycle: _prims.shape -> here
         t = reshape(tans[0], (K,) + np.shape(vals[0]))
         return stack([index_add_zeros(t[k], params["idx"], params["shape"], params["dtype"])
                       for k in range(K)])
@@ -243,8 +242,6 @@ def _winners(idx, shape):
 def _sum_to(g, shape):
     """Sum the cotangent ``g`` of a broadcast value back to ``shape``."""
     # cycle: _prims.elementwise -> _prims.shape -> here
-    from tapead._prims.elementwise import unbroadcast
-    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     shape = tuple(shape)
     if np.shape(g) == shape:
         return g
@@ -317,7 +314,6 @@ def index_update(x, v, idx, mode="set"):
     idx = _index_key(idx)
     if isinstance(x, Box) or has_box(v):
         if isinstance(v, (list, tuple)):          # y[:2] = [a, b] with a, b traced
-            from tapead._prims.shape import stack  # cycle: _prims.shape -> here
             v = stack(v) if has_box(v) else np.asarray(v)
         return bind(index_update_p, x, v, idx=idx, mode=mode)
     return _update_impl(x, v, idx, mode)
@@ -370,7 +366,6 @@ def take(a, indices, axis=None, out=None, mode="raise"):
                         "use the returned value")
     if not isinstance(a, Box):
         return np.take(a, indices, axis=axis, mode=mode)
-    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     if axis is None:
         a, axis = reshape(a, (-1,)), 0
     axis = axis % np.ndim(a)

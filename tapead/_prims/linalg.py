@@ -525,20 +525,6 @@ def lstsq(a, b, rcond=None):
     return (reshape(x, (n,)) if vector else x), res, rank, s
 
 
-#: names that moved to ``linalg_decomp``; ``from tapead._prims.linalg import eigh``
-#: still finds them (module ``__getattr__``, resolved on first use)
-_MOVED = frozenset(["cholesky", "cholesky_p", "eigh", "eigh_p", "eigvalsh", "qr", "qr_p",
-                    "svd", "svd_p", "svdvals", "eig", "eigvals", "_EighResult", "_QRResult",
-                    "_NOT_PD", "_check_spectrum", "_gap_inverse", "_phi"])
-
-
-def __getattr__(name):
-    if name in _MOVED:
-        from tapead._prims import linalg_decomp  # cycle: _prims.linalg_decomp -> here
-        return getattr(linalg_decomp, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 #: the names of ``tapead.numpy.linalg`` defined here
 LINALG_NAMES = ["solve", "inv", "det", "slogdet", "pinv", "lstsq"]
 

@@ -22,32 +22,11 @@ import scipy.special as sps
 from tapead._core import Box, bind, concrete, is_complex
 from tapead import patterns
 from tapead._prims.base import Primitive
-
-
-def _norm_axis(axis, ndim):
-    if axis is None:
-        return tuple(range(ndim))
-    if isinstance(axis, (int, np.integer)):
-        axis = (int(axis),)
-    axes = tuple(sorted(int(a) % ndim if ndim else int(a) for a in axis))
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"repeated axis in {axis!r}")
-    return axes
-
-
-def _expand_back(g, x_shape, axis, keepdims):
-    """Broadcast a reduced cotangent back to ``x_shape``."""
-    from tapead._prims.shape import broadcast_to, reshape  # cycle: _prims.shape -> here
-    if not keepdims:
-        axes = _norm_axis(axis, len(x_shape))
-        kept = tuple(1 if i in axes else n for i, n in enumerate(x_shape))
-        g = reshape(g, kept)
-    return broadcast_to(g, x_shape)
-
-
-def _float_dtype(x):
-    dt = np.result_type(concrete(x))
-    return dt if np.issubdtype(dt, np.floating) else np.dtype(np.float64)
+from tapead._prims.construct import _contains_box, array
+from tapead._prims.elementwise import absolute, conjugate, exp, log, real, sqrt, where
+from tapead._prims.shape import getitem, reshape, transpose
+from tapead._prims.structural import (  # noqa: F401  (sum_p and the helpers: old path)
+    _batched_axes, _expand_back, _float_dtype, _norm_axis, _reject, sum as _sum, sum_p)
 
 
 def _as_const(a, like):
@@ -55,68 +34,21 @@ def _as_const(a, like):
     return np.asarray(a, dtype=_float_dtype(like))
 
 
-def _reject(name, dtype=None, out=None, x=None, **unsupported):
-    """Clear errors for numpy arguments the traced version cannot honour."""
-    if out is not None:
-        raise TypeError(f"{name}(..., out=...) cannot write a traced value into an "
-                        "array; assign the result instead")
-    if dtype is not None and x is not None and np.dtype(dtype) != _float_dtype(x):
-        raise TypeError(f"{name}(..., dtype={np.dtype(dtype)}) on a traced value of dtype "
-                        f"{_float_dtype(x)}: tapead keeps the input's dtype; cast the input "
-                        "before tracing instead")
-    bad = sorted(k for k, v in unsupported.items() if v is not np._NoValue)
-    if bad:
-        raise TypeError(f"{name}: argument(s) {', '.join(bad)} are not supported on traced "
-                        f"values; compute {name} of a masked or padded array instead")
-
-
-def _batched_axes(axis, nd):
-    return tuple(a + 1 for a in _norm_axis(axis, nd))
-
-
 def _pack(x):
     """A Python list/tuple holding traced values as one traced array (numpy
     would convert it to an array first, dropping the derivative)."""
     if isinstance(x, (list, tuple)):
-        from tapead._prims.construct import array, _contains_box  # cycle: _prims.construct -> here
         if _contains_box(x):
             return array(x)
     return x
 
 
-# sum -------------------------------------------------------------------------------
-def _sum_impl(x, axis=None, keepdims=False):
-    if type(x) is np.ndarray:       # np.sum's Python wrapper costs more than the sum
-        return np.add.reduce(x, axis=axis, keepdims=keepdims)
-    return np.sum(x, axis=axis, keepdims=keepdims)
-
-
-sum_p = Primitive("sum", _sum_impl, saves=(), linear=True)
-sum_p.defvjp(lambda g, ans, x, axis=None, keepdims=False:
-             _expand_back(g, np.shape(x), axis, keepdims))
-
-
-def _sum_batched(tans, ans, vals, params, K):
-    axes = _batched_axes(params.get("axis"), np.ndim(vals[0]))
-    return np.sum(tans[0], axis=axes, keepdims=params.get("keepdims", False))
-
-
-sum_p.defbatched(_sum_batched)
-sum_p.defsparsity(patterns.REDUCTION)
-sum_p.complex_ok = True      # linear: the same rule holds for complex values
-
-
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
         where=np._NoValue, **kw):
-    """``np.sum`` with derivatives."""
-    a = _pack(a)
-    if isinstance(a, Box):
-        if dtype is not None or out is not None or kw or initial is not np._NoValue \
-                or where is not np._NoValue:
-            _reject("sum", dtype, out, a, initial=initial, where=where, **kw)
-        return bind(sum_p, a, axis=axis, keepdims=keepdims)
-    return np.sum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial,
-                  where=where, **kw)
+    """``np.sum`` with derivatives (a Python list of traced values is packed
+    into one traced array first)."""
+    return _sum(_pack(a), axis=axis, dtype=dtype, out=out, keepdims=keepdims,
+                initial=initial, where=where, **kw)
 
 
 def _count(shape, axis):
@@ -137,7 +69,6 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
 def _abs2(x):
     """|x|^2 elementwise: x * x, or Re(x conj(x)) for complex x (as numpy's var/norm)."""
     if is_complex(x):
-        from tapead._prims.elementwise import conjugate, real  # cycle: _prims.elementwise -> here
         return real(x * conjugate(x))
     return x * x
 
@@ -167,7 +98,6 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     a = _pack(a)
     if not isinstance(a, Box):
         return np.std(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
-    from tapead._prims.elementwise import sqrt  # cycle: _prims.elementwise -> here
     if ddof == 0 and _count(np.shape(a), axis) == 1:
         _reject("std", dtype, out, a, **kw)
         return sum(a, axis=axis, keepdims=keepdims) * 0.0     # identically 0
@@ -238,7 +168,6 @@ def ptp(a, axis=None, out=None, keepdims=False):
 # prod: partial derivatives without dividing by zero ------------------------------
 def _to_last(x, axes):
     """Move ``axes`` to the end and flatten them: shape (rest..., n)."""
-    from tapead._prims.shape import reshape, transpose  # cycle: _prims.shape -> here
     shape = np.shape(x)
     rest = tuple(i for i in range(len(shape)) if i not in axes)
     perm = rest + tuple(axes)
@@ -247,15 +176,12 @@ def _to_last(x, axes):
 
 
 def _from_last(y, shape, perm):
-    from tapead._prims.shape import reshape, transpose  # cycle: _prims.shape -> here
     y = reshape(y, tuple(shape[i] for i in perm))
     return transpose(y, tuple(int(i) for i in np.argsort(perm)))
 
 
 def _others(xm):
     """prod over j != i of xm[..., j], for each i (last axis): an n-by-n product."""
-    from tapead._prims.elementwise import where  # cycle: _prims.elementwise -> here
-    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     n = np.shape(xm)[-1]
     y = where(np.eye(n, dtype=bool), 1.0, reshape(xm, np.shape(xm)[:-1] + (1, n)))
     return prod(y, axis=-1)
@@ -263,7 +189,6 @@ def _others(xm):
 
 def _prod_partials(x, ans, axis, keepdims):
     """d prod(x) / dx, shaped like x, written with tapead operations."""
-    from tapead._prims.elementwise import where  # cycle: _prims.elementwise -> here
     shape = np.shape(x)
     axes = _norm_axis(axis, len(shape))
     zero = np.asarray(concrete(x)) == 0
@@ -318,7 +243,6 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue
 
 # cumsum, cumprod ------------------------------------------------------------------
 def _flip(x, axis):
-    from tapead._prims.shape import getitem  # cycle: _prims.shape -> here
     idx = [slice(None)] * np.ndim(x)
     idx[axis] = slice(None, None, -1)
     return getitem(x, tuple(idx))
@@ -339,7 +263,6 @@ cumsum_p.complex_ok = True      # linear: the same rule holds for complex values
 
 def _flat_axis(name, x, axis):
     """numpy's axis=None means 'flattened'; returns (x, int axis)."""
-    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     if axis is None or np.ndim(x) == 0:
         return reshape(x, (-1,)), 0
     return x, int(axis) % np.ndim(x)
@@ -356,8 +279,6 @@ def cumsum(a, axis=None, dtype=None, out=None):
 
 def _cumprod_jacobian(x, axis):
     """J[..., k, i] = d cumprod(x)_k / d x_i along ``axis`` (moved last), zero-safe."""
-    from tapead._prims.elementwise import where  # cycle: _prims.elementwise -> here
-    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     xm, perm = _to_last(x, (axis,))
     n = np.shape(xm)[-1]
     tril = np.tril(np.ones((n, n), dtype=bool))
@@ -369,7 +290,6 @@ def _cumprod_jacobian(x, axis):
 def _cumprod_vjp(g, ans, x, axis):
     if not (np.asarray(concrete(x)) == 0).any():
         return _rev_cumsum(g * ans, axis) / x
-    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     jac, perm = _cumprod_jacobian(x, axis)
     gm, _ = _to_last(g, (axis,))
     gx = sum(reshape(gm, np.shape(gm) + (1,)) * jac, axis=-2)
@@ -379,7 +299,6 @@ def _cumprod_vjp(g, ans, x, axis):
 def _cumprod_jvp(t, ans, x, axis):
     if not (np.asarray(concrete(x)) == 0).any():
         return ans * cumsum(t / x, axis)
-    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     jac, perm = _cumprod_jacobian(x, axis)
     tm, _ = _to_last(t, (axis,))
     tx = sum(reshape(tm, np.shape(tm)[:-1] + (1, np.shape(tm)[-1])) * jac, axis=-1)
@@ -397,7 +316,6 @@ def _cumprod_batched(tans, ans, vals, params, K):
     t, x, axis = tans[0], vals[0], params["axis"]
     if not (np.asarray(concrete(x)) == 0).any():
         return ans * cumsum(t / x, axis + 1)
-    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     jac, _ = _cumprod_jacobian(x, axis)               # (rest..., n, n)
     tm, perm = _to_last(t, (axis + 1,))               # (K, rest..., n)
     tx = sum(reshape(tm, np.shape(tm)[:-1] + (1, np.shape(tm)[-1])) * jac, axis=-1)
@@ -457,8 +375,6 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """
     if not isinstance(a, Box) and not isinstance(b, Box):
         return sps.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
-    from tapead._prims.elementwise import absolute, exp, log  # cycle: _prims.elementwise -> here
-    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
     ac = np.asarray(concrete(a))
     if b is not None:
         ac = np.broadcast_to(ac, np.broadcast_shapes(ac.shape, np.shape(b)))
@@ -481,95 +397,11 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     return (out, sign) if return_sign else out
 
 
-# norm: vector and matrix norms, composites ----------------------------------------
-def _keep(out, shape, axes, keepdims):
-    from tapead._prims.shape import reshape  # cycle: _prims.shape -> here
-    if not keepdims:
-        return out
-    return reshape(out, tuple(1 if i in axes else n for i, n in enumerate(shape)))
-
-
-def norm(x, ord=None, axis=None, keepdims=False):
-    """``np.linalg.norm`` with derivatives.
-
-    Vector norms (1-d input, or an integer ``axis``): ``ord`` None/2, 1,
-    inf, -inf, 0 (a count: no derivative) and any other p.  Matrix norms (2-d
-    input, or a pair ``axis``): ``None``/``'fro'``, 1, -1, inf, -inf, and from
-    the singular values ``'nuc'`` (their sum), 2 and -2 (the largest and the
-    smallest; their derivative needs distinct singular values, see
-    ``tapead.numpy.linalg.svdvals``).  The 2-norm at the zero vector has a nan derivative (as in JAX).
-
-    Examples
-    --------
-    >>> import numpy as np, tapead as ta
-    >>> print(ta.grad(np.linalg.norm)(np.array([3.0, 4.0])))     # x / |x|
-    [0.6 0.8]
-    >>> print(ta.grad(lambda x: np.linalg.norm(x, 1))(np.array([3.0, -4.0])))
-    [ 1. -1.]
-    """
-    x = _pack(x)
-    if not isinstance(x, Box):
-        return np.linalg.norm(x, ord=ord, axis=axis, keepdims=keepdims)
-    from tapead._prims.elementwise import absolute, sqrt  # cycle: _prims.elementwise -> here
-    shape = np.shape(x)
-    nd = len(shape)
-    if axis is None and (ord is None or nd <= 1):
-        axes = tuple(range(nd))
-        if ord is None or nd == 0:
-            return _keep(sqrt(sum(_abs2(x))), shape, axes, keepdims)
-    elif axis is None:
-        axes = tuple(range(nd))
-    else:
-        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-        axes = tuple(int(a) % nd for a in axes)
-    if len(axes) == 1:
-        if ord is None or ord == 2:
-            out = sqrt(sum(_abs2(x), axis=axes))
-        elif ord == np.inf:
-            out = max(absolute(x), axis=axes)
-        elif ord == -np.inf:
-            out = min(absolute(x), axis=axes)
-        elif ord == 0:
-            out = _as_const(np.sum(np.asarray(concrete(x)) != 0, axis=axes), x)
-        elif ord == 1:
-            out = sum(absolute(x), axis=axes)
-        elif isinstance(ord, str):
-            raise ValueError(f"norm: ord={ord!r} is a matrix norm; a vector (one axis) "
-                             "takes ord None, 1, 2, inf, -inf, 0 or a number")
-        else:
-            p = float(ord)
-            out = sum(absolute(x) ** p, axis=axes) ** (1.0 / p)
-        return _keep(out, shape, axes, keepdims)
-    if len(axes) != 2:
-        raise ValueError(f"norm: axis must be an int or a pair of ints; got {axis!r} for a "
-                         f"{nd}-d array (pass axis= to choose the vector or matrix axes)")
-    row, col = axes
-    if ord is None or ord == "fro":
-        out = sqrt(sum(_abs2(x), axis=axes))
-    elif ord in (1, -1, np.inf, -np.inf):
-        pick = max if ord > 0 else min
-        if ord in (1, -1):          # largest column sum: sum over rows, then over columns
-            inner, outer = row, col
-        else:                       # largest row sum
-            inner, outer = col, row
-        s = sum(absolute(x), axis=inner)
-        out = pick(s, axis=outer - 1 if outer > inner else outer)
-    elif ord in (2, -2, "nuc"):     # singular values of the matrices (moved last)
-        from tapead._prims.linalg_decomp import svdvals  # cycle: _prims.linalg_decomp -> here
-        from tapead._prims.shape import moveaxis  # cycle: _prims.shape -> here
-        sv = svdvals(moveaxis(x, (row, col), (-2, -1)))
-        out = sum(sv, axis=-1) if ord == "nuc" else (max if ord == 2 else min)(sv, axis=-1)
-    else:
-        raise ValueError(f"norm: invalid norm order {ord!r} for matrices; use None, 'fro', "
-                         "'nuc', 1, -1, 2, -2, inf or -inf")
-    return _keep(out, shape, axes, keepdims)
-
-
 #: numpy functions (NEP 18) this module implements for tracers
 NUMPY_FUNCTIONS = {
     np.sum: sum, np.mean: mean, np.prod: prod, np.var: var, np.std: std,
     np.max: max, np.min: min, np.amax: amax, np.amin: amin, np.ptp: ptp,
-    np.cumsum: cumsum, np.cumprod: cumprod, np.linalg.norm: norm,
+    np.cumsum: cumsum, np.cumprod: cumprod,
 }
 #: methods of traced arrays (x.sum(...)) : name -> function(x, *args, **kw)
 TRACER_METHODS = {"sum": sum, "mean": mean, "prod": prod, "var": var, "std": std,

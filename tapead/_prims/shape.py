@@ -5,68 +5,16 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box, Scatter, bind, is_complex  # noqa: F401  (Scatter: old path)
-from tapead import patterns
-from tapead._prims.base import Primitive
+# the structural set lives below every family; these names stay importable from here
+from tapead._prims.structural import (  # noqa: F401
+    _any_box, _concat_bounds, _direction_pieces, _no_out_dtype, _real_piece, _real_pieces,
+    _shape, broadcast_p, broadcast_to, concat_p, concatenate, reshape, reshape_p, stack,
+    stack_p, sum as _sum, transpose, transpose_p)
+from tapead._prims.elementwise import where
 # indexing lives in its own module; these names stay importable from here
 from tapead._prims.indexing import (  # noqa: F401
     _batched_getitem, _getitem_vjp, _index_add_impl, _index_key, _is_basic, getitem,
     getitem_p, has_box, index_add_p, index_add_zeros, index_update, take)
-
-
-def _any_box(*xs):
-    return any(isinstance(x, Box) for x in xs)
-
-
-# reshape ---------------------------------------------------------------------
-reshape_p = Primitive("reshape", lambda x, shape: np.reshape(x, shape), saves=(), linear=True)
-reshape_p.defvjp(lambda g, ans, x, shape: reshape(g, np.shape(x)))
-reshape_p.complex_ok = True      # linear: the same rule holds for complex values
-reshape_p.defbatched(lambda tans, ans, vals, params, K: np.reshape(
-    tans[0], (K,) + np.shape(ans)))
-reshape_p.defsparsity(patterns.MOVE)
-
-
-def reshape(x, shape, order="C", *, copy=None):
-    """``np.reshape`` with derivatives (``-1`` allowed; C order only on traced
-    values)."""
-    if isinstance(shape, int):
-        shape = (shape,)
-    if isinstance(x, Box):
-        if order != "C":
-            raise TypeError(f"reshape(..., order={order!r}) on traced values: only C order "
-                            "is supported; transpose first (x.T.reshape(...).T is "
-                            "Fortran order)")
-        shape = np.empty(np.shape(x), dtype=np.uint8).reshape(shape).shape
-        if shape == np.shape(x):
-            return x
-        return bind(reshape_p, x, shape=shape)
-    if order == "C" and copy is None:
-        return np.reshape(x, shape)
-    return np.reshape(x, shape, order=order, copy=copy)
-
-
-# transpose -------------------------------------------------------------------
-def _transpose_impl(x, axes):
-    return np.transpose(x, axes)
-
-
-transpose_p = Primitive("transpose", _transpose_impl, saves=(), linear=True)
-transpose_p.defvjp(lambda g, ans, x, axes: transpose(g, tuple(np.argsort(axes))))
-transpose_p.complex_ok = True      # linear: the same rule holds for complex values
-transpose_p.defbatched(lambda tans, ans, vals, params, K: np.transpose(
-    tans[0], (0,) + tuple(a + 1 for a in params["axes"])))
-transpose_p.defsparsity(patterns.MOVE)
-
-
-def transpose(a, axes=None):
-    """``np.transpose`` with derivatives."""
-    nd = np.ndim(a)
-    axes = tuple(range(nd))[::-1] if axes is None else tuple(i % nd for i in axes)
-    if isinstance(a, Box):
-        if axes == tuple(range(nd)):
-            return a
-        return bind(transpose_p, a, axes=axes)
-    return np.transpose(a, axes)
 
 
 def swapaxes(a, axis1, axis2):
@@ -76,174 +24,6 @@ def swapaxes(a, axis1, axis2):
     axis1, axis2 = _axes(axis1, len(axes), "swapaxes")[0], _axes(axis2, len(axes), "swapaxes")[0]
     axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
     return transpose(a, tuple(axes))
-
-
-# broadcast_to ------------------------------------------------------------------
-broadcast_p = Primitive("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
-                        saves=(), linear=True)
-
-
-def _broadcast_vjp(g, ans, x, shape):
-    from tapead._prims.elementwise import unbroadcast  # cycle: _prims.elementwise -> here
-    return unbroadcast(x, g)
-
-
-broadcast_p.defvjp(_broadcast_vjp)
-broadcast_p.complex_ok = True      # linear: the same rule holds for complex values
-broadcast_p.defbatched(lambda tans, ans, vals, params, K: np.broadcast_to(
-    np.reshape(tans[0], (K,) + (1,) * (len(params["shape"]) - np.ndim(vals[0]))
-               + np.shape(vals[0])), (K,) + tuple(params["shape"])))
-broadcast_p.defsparsity(patterns.MOVE)
-
-
-def broadcast_to(array, shape, subok=False):
-    """``np.broadcast_to`` with derivatives."""
-    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if isinstance(array, Box):
-        if np.shape(array) == shape:
-            return array
-        return bind(broadcast_p, array, shape=shape)
-    return np.broadcast_to(array, shape, subok=subok)
-
-
-# concatenate / stack ---------------------------------------------------------
-# ``bounds`` (where each input starts along ``axis``, and the total) is
-# computed once at bind time and the node saves none of its inputs, so the
-# VJP of input k is one slice of the cotangent and its call carries no
-# n-long argument list: reversing a concatenation of n pieces (a stack of the
-# n outputs of a loop) costs O(n), not O(n**2).
-def _concat_impl(*xs, axis=0, bounds=None, real=()):
-    return np.concatenate(xs, axis=axis)
-
-
-def _real_pieces(xs):
-    """The positions of the real pieces when some piece is complex (their
-    cotangents keep the real part: the pieces were promoted to complex)."""
-    if not any(is_complex(x) for x in xs):
-        return ()
-    return tuple(k for k, x in enumerate(xs) if not is_complex(x))
-
-
-def _real_piece(g):
-    from tapead._prims.elementwise import real      # elementwise imports this module
-    return real(g)
-
-
-concat_p = Primitive("concatenate", _concat_impl, saves=(), linear=True)
-
-
-def _concat_vjp(k, g, ans, axis=0, bounds=None, real=()):
-    sl = [slice(None)] * np.ndim(ans)
-    sl[axis] = slice(bounds[k], bounds[k + 1])
-    g = getitem(g, tuple(sl))
-    return _real_piece(g) if k in real else g
-
-
-def _concat_bounds(xs, axis):
-    bounds, total = [0], 0
-    for x in xs:
-        total += np.shape(x)[axis]
-        bounds.append(total)
-    return tuple(bounds)
-
-
-concat_p.defvjp_any(_concat_vjp)
-concat_p.complex_ok = True      # linear: the same rule holds for complex values
-concat_p.save_fn = lambda vals, ans: ()      # the rule reads ``bounds`` only
-
-
-def _direction_pieces(tans, ans, vals, K):
-    """Each piece's K-direction tangent, shaped ``(K,) + piece shape`` (zeros for
-    a piece without one): what the batched rules of concatenate and stack join."""
-    dtype = np.result_type(_core.concrete(ans))
-    return [np.zeros((K,) + np.shape(v), dtype) if t is None else
-            t if np.shape(t) == (K,) + np.shape(v) else reshape(t, (K,) + np.shape(v))
-            for t, v in zip(tans, vals)]
-
-
-def _concat_batched(tans, ans, vals, params, K):
-    """K directions at once: the tangents concatenated one axis further in."""
-    return concatenate(_direction_pieces(tans, ans, vals, K), axis=params["axis"] + 1)
-
-
-concat_p.defbatched(_concat_batched)
-concat_p.defsparsity(patterns.MOVE)
-
-
-def concatenate(xs, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    """``np.concatenate`` with derivatives."""
-    xs = tuple(xs)
-    if _any_box(*xs):
-        _no_out_dtype("concatenate", out, dtype, casting)
-        nd = np.ndim(xs[0])
-        axis = axis % nd
-        return bind(concat_p, *xs, axis=axis, bounds=_concat_bounds(xs, axis),
-                    real=_real_pieces(xs))
-    return np.concatenate(xs, axis=axis, out=out, dtype=dtype, casting=casting)
-
-
-def _shape(x):
-    shape = getattr(x, "shape", None)      # boxes and arrays: no numpy dispatch
-    return tuple(shape) if shape is not None else np.shape(x)
-
-
-# stack: one node for n pieces (a loop's n outputs), not n reshapes and a
-# concatenation; like concatenate it saves no inputs, so reversing it is O(n)
-def _stack_impl(*xs, axis=0, real=()):
-    return np.stack(xs, axis=axis)
-
-
-stack_p = Primitive("stack", _stack_impl, saves=(), linear=True)
-stack_p.save_fn = lambda vals, ans: ()
-
-
-def _stack_vjp(k, g, ans, axis=0, real=()):
-    if axis == 0:
-        gk = g[k]
-    else:
-        sl = [slice(None)] * np.ndim(ans)
-        sl[axis] = k
-        gk = getitem(g, tuple(sl))
-    return _real_piece(gk) if k in real else gk
-
-
-stack_p.defvjp_any(_stack_vjp)
-stack_p.complex_ok = True      # linear: the same rule holds for complex values
-
-
-def _stack_batched(tans, ans, vals, params, K):
-    """K directions at once: the tangents stacked one axis further in."""
-    return stack(_direction_pieces(tans, ans, vals, K), axis=params["axis"] + 1)
-
-
-stack_p.defbatched(_stack_batched)
-stack_p.defsparsity(patterns.MOVE)
-
-
-def _no_out_dtype(name, out, dtype, casting):
-    if out is not None:
-        raise TypeError(f"{name}(..., out=...) cannot write a traced value into an array; "
-                        "assign the result instead")
-    if dtype is not None:
-        raise TypeError(f"{name}(..., dtype=...) on traced values: cast the pieces "
-                        "(x.astype(dtype)) before joining them")
-    _ = casting
-
-
-def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    """``np.stack`` with derivatives: one tape node however many arrays."""
-    arrays = tuple(arrays)
-    if not _any_box(*arrays):
-        return np.stack(arrays, axis=axis, out=out, dtype=dtype, casting=casting)
-    _no_out_dtype("stack", out, dtype, casting)
-    shape = _shape(arrays[0])
-    if any(_shape(x) != shape for x in arrays):
-        raise ValueError("all input arrays must have the same shape, got "
-                         f"{sorted({np.shape(x) for x in arrays})}")
-    nd = len(shape) + 1
-    if not -nd <= axis < nd:
-        raise np.exceptions.AxisError(axis, nd, "stack")
-    return bind(stack_p, *arrays, axis=axis % nd, real=_real_pieces(arrays))
 
 
 def _axes(axis, ndim, what):
@@ -530,12 +310,10 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     if out is not None:
         raise TypeError("trace(..., out=...) cannot write a traced value into an array; "
                         "use the returned value")
-    from tapead._prims.reductions import sum as _sum  # cycle: _prims.reductions -> here
     return _sum(diagonal(a, offset, axis1, axis2), axis=-1)
 
 
 def _triangle(m, keep):
-    from tapead._prims.elementwise import where  # cycle: _prims.elementwise -> here
     return where(keep, m, np.zeros((), np.result_type(_core.concrete(m))))
 
 
