@@ -21,13 +21,14 @@ DIRECTIVES = {
 
 extensions = [
     Extension(
-        "tapead." + os.path.splitext(os.path.basename(path))[0],
+        os.path.splitext(path)[0].replace(os.sep, "."),
         [path],
         include_dirs=[np.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"), ("_GNU_SOURCE", None)],
         extra_compile_args=["-O3"],
     )
-    for path in sorted(glob.glob(os.path.join("tapead", "*.pyx")))
+    for path in sorted(glob.glob(os.path.join("tapead", "*.pyx"))
+                       + glob.glob(os.path.join("tapead", "*", "*.pyx")))
 ]
 
 setup(ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES, annotate=DEBUG))

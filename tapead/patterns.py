@@ -4,7 +4,7 @@ A node's *pattern* says which input elements each of its elements depends
 on: a ``scipy.sparse.csr_array`` of shape (node size, total input size), or
 for a scalar node (and a one-element object node) a sorted int32 array of
 input indices.  Scalar nodes are handled by the C loop of
-:mod:`tapead._sparsity`; object nodes by the sparsity rule each primitive
+:mod:`tapead._patterns`; object nodes by the sparsity rule each primitive
 declares right under its definition (``prim.defsparsity(rule)``, read here
 as ``prim.sparsity``).  This module holds the rule *functions*, one per
 family: ``ZERO``, ``ELEMENTWISE``, ``MOVE``, ``REDUCTION``, ``ALONG_AXIS``,
@@ -22,7 +22,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from tapead import _core, _sparsity
+from tapead import _core, _patterns
 from tapead._core import Tracer
 
 __all__ = ["tape_sparsity", "recording_key", "DENSE", "ZERO", "ELEMENTWISE", "PRODUCT", "WHERE",
@@ -497,7 +497,7 @@ def tape_sparsity(tape) -> tuple[list, int]:
         ppats = [None if j < 0 else _as_csr(pats[j], N) for j in parents]
         return _clean(_rule_for(rec.prim)(rec, ppats, shapes, out_shape, N))
 
-    return _sparsity.propagate(op, a, b, object_rule, _row_set), N
+    return _patterns.propagate(op, a, b, object_rule, _row_set), N
 
 
 class _Unique:

@@ -16,7 +16,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "tapead"
-COMPILED = ("_core", "_revolve", "_coloring", "_sparsity")
+COMPILED = ("_core", "_revolve", "_patterns")     # and coloring._kernels
 
 
 def test_import_contract_is_kept():
@@ -45,11 +45,20 @@ def test_imports_of_the_bare_package_name_a_compiled_module():
                 bad.append(f"{m}:{d['line_number']}: {d['line_contents']}")
     assert not bad, ("import the module itself (from tapead import transforms), not the "
                      "package, so the layer contract can see it:\n" + "\n".join(bad))
+    kernels = re.compile(r"^from tapead\.coloring import _kernels as _coloring$")
+    bad = [f"{m}:{d['line_number']}: {d['line_contents']}"
+           for m in sorted(g.find_modules_that_directly_import("tapead.coloring"))
+           if m.startswith("tapead.coloring.")
+           for d in g.get_import_details(importer=m, imported="tapead.coloring")
+           if not kernels.match(d["line_contents"])]
+    assert not bad, ("inside tapead.coloring, import the sibling module itself, not the "
+                     "package (only the compiled kernels are reached through it):\n"
+                     + "\n".join(bad))
 
 
 def test_compiled_sources_import_only_errors():
     bad = []
-    for p in sorted(PACKAGE.glob("*.pyx")) + sorted(PACKAGE.glob("*.pxi")):
+    for p in sorted(PACKAGE.rglob("*.pyx")) + sorted(PACKAGE.rglob("*.pxi")):
         for n, line in enumerate(p.read_text().splitlines(), 1):
             m = re.match(r"\s*(from|import)\s+(tapead[\w.]*|\.[\w.]*)", line)
             if m and not line.lstrip().startswith("from tapead.errors import"):

@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
 from tapead import coloring as tc
+from tapead.coloring import greedy as tg
 from tapead.coloring import (
     ORDERS,
     acyclic_coloring,
@@ -213,8 +214,8 @@ def test_distance2_star_kernel_is_a_star_coloring(mask, order):
     """The GMP 2005 kernel that "auto" also tries, on its own, in every order."""
     pat = tc._Pattern(mask)
     ptr, adj, _ = pat.graph("star_coloring")
-    perm = tc._order((ptr, adj), pat.shape[0], order, None)
-    colors, ncolors = tc._coloring.star_coloring_d2_kernel(ptr, adj, perm)
+    perm = tg._order((ptr, adj), pat.shape[0], order, None)
+    colors, ncolors = tg._coloring.star_coloring_d2_kernel(ptr, adj, perm)
     assert is_valid_star_coloring(mask, colors)
     assert ncolors == (colors.max() + 1 if len(colors) else 0)
 

@@ -1,5 +1,5 @@
 """Sparse derivatives: patterns from the tape, colored Jacobians/Hessians,
-and the scipy.optimize wrapper (tapead.sparse, tapead._sparsity,
+and the scipy.optimize wrapper (tapead.sparse, tapead._patterns,
 tapead.optimize)."""
 import warnings
 
@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 import tapead as ta
 import tapead.numpy as tnp
-from tapead import _sparsity
+from tapead import _patterns
 from tapead._prims.indexing import index_update
 from tapead.optimize import minimize
 from tapead.sparse import hessian_sparsity, tape_sparsity
@@ -97,9 +97,9 @@ def _dense(P):
 # ---- the Cython loop -----------------------------------------------------------
 
 def test_union_sorted():
-    u = _sparsity.union_sorted(np.array([0, 2, 5], np.int32), np.array([1, 2, 7], np.int32))
+    u = _patterns.union_sorted(np.array([0, 2, 5], np.int32), np.array([1, 2, 7], np.int32))
     assert u.tolist() == [0, 1, 2, 5, 7]
-    assert _sparsity.union_sorted(np.empty(0, np.int32), np.array([3], np.int32)).tolist() == [3]
+    assert _patterns.union_sorted(np.empty(0, np.int32), np.array([3], np.int32)).tolist() == [3]
 
 
 def test_scalar_nodes_pattern():

@@ -12,8 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from . import _coloring
-from .coloring import _colors_array, _Pattern
+from tapead.coloring import _kernels as _coloring
+from tapead.coloring._pattern import _colors_array, _Pattern
 
 __all__ = ["jacobian_recovery", "star_recovery", "acyclic_recovery", "JacobianRecovery",
            "StarRecovery", "AcyclicRecovery"]

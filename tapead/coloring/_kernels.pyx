@@ -499,4 +499,4 @@ def acyclic_coloring_kernel(const int[::1] ptr, const int[::1] adj,
     return color, ncolors
 
 
-include "_coloring_recovery.pxi"
+include "_kernels_recovery.pxi"

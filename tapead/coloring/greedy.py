@@ -1,27 +1,5 @@
-"""Graph coloring for sparse Jacobians and Hessians, and recovery.
-
-A sparse derivative is computed from a few directional derivatives: the
-columns are split into groups (colors), one seed direction per group is
-pushed through forward mode, and the entries are read back from the
-compressed product.
-
-* :func:`column_coloring` -- greedy distance-2 coloring of the column
-  intersection graph (Jacobians, ``B = J @ S``).
-* :func:`star_coloring` -- Gebremedhin, Tarafdar, Manne & Pothen (2007),
-  Algorithm 4.1 (symmetric patterns, direct recovery).
-* :func:`acyclic_coloring` -- the same paper, Algorithm 3.1 (fewer colors,
-  recovery by substitution along 2-colored trees).
-* :func:`jacobian_recovery`, :func:`star_recovery`, :func:`acyclic_recovery`
-  -- built once per pattern, then ``recover(B)`` gives the nonzero values in
-  pattern order (CSR, row-major).
-* :func:`is_valid_column_coloring`, :func:`is_valid_star_coloring`,
-  :func:`is_valid_acyclic_coloring` -- independent numpy checkers.
-
-The kernels are in :mod:`tapead._coloring`; this module validates input once
-and converts patterns to int32 CSR/CSC.  A *pattern* is a ``scipy.sparse``
-matrix or array (every stored entry is structural, even an explicit zero) or
-a dense array (its nonzeros).
-"""
+"""Greedy colorings of Jacobian and Hessian patterns, and independent checkers
+(``tapead.coloring`` re-exports everything here)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -30,25 +8,12 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from . import _coloring
+from tapead.coloring import _kernels as _coloring
+from tapead.coloring._pattern import Colors, _Pattern
 
-__all__ = [
-    "ORDERS",
-    "AUTO",
-    "column_coloring",
-    "star_coloring",
-    "acyclic_coloring",
-    "color_groups",
-    "jacobian_recovery",
-    "star_recovery",
-    "acyclic_recovery",
-    "JacobianRecovery",
-    "StarRecovery",
-    "AcyclicRecovery",
-    "is_valid_column_coloring",
-    "is_valid_star_coloring",
-    "is_valid_acyclic_coloring",
-]
+__all__ = ["ORDERS", "AUTO", "column_coloring", "star_coloring", "acyclic_coloring",
+           "color_groups", "is_valid_column_coloring", "is_valid_star_coloring",
+           "is_valid_acyclic_coloring"]
 
 #: Vertex orders accepted by the coloring functions.
 ORDERS = ("natural", "largest_first", "smallest_last", "incidence_degree")
@@ -59,89 +24,6 @@ AUTO = "auto"
 #: inner steps (a dense vertex colored early makes the greedy loops quadratic).
 AUTO_WORK_LIMIT = 1e8
 
-Colors = tuple[int, ...]
-
-
-# --------------------------------------------------------------------------
-# Patterns at the boundary
-# --------------------------------------------------------------------------
-
-class _Pattern:
-    """Canonical int32 CSR (sorted rows, no duplicates) of a pattern."""
-
-    __slots__ = ("shape", "indptr", "indices", "_csc", "_sym")
-
-    def __init__(self, pattern: Any):
-        if sp.issparse(pattern):
-            csr = sp.csr_array(pattern)
-            if not csr.has_canonical_format:
-                csr = csr.copy()
-                csr.sum_duplicates()
-            shape = csr.shape
-            indptr, indices = csr.indptr, csr.indices
-        else:
-            dense = np.asarray(pattern)
-            if dense.ndim != 2:
-                raise ValueError(
-                    f"a sparsity pattern must be 2-D, got an array of shape {dense.shape}; "
-                    "pass a scipy.sparse matrix or a 2-D boolean array")
-            shape = dense.shape
-            mask = dense != 0
-            indptr = np.concatenate(([0], np.cumsum(mask.sum(axis=1))))
-            indices = np.nonzero(mask)[1]
-        if max(shape) >= 2**31 - 1 or len(indices) >= 2**31 - 1:
-            raise ValueError("patterns with 2**31 rows, columns or entries or more "
-                             "are not supported")
-        self.shape = (int(shape[0]), int(shape[1]))
-        self.indptr = np.ascontiguousarray(indptr, dtype=np.int32)
-        self.indices = np.ascontiguousarray(indices, dtype=np.int32)
-        self._csc = None
-        self._sym = None
-
-    @property
-    def nnz(self) -> int:
-        return len(self.indices)
-
-    def rows(self) -> np.ndarray:
-        """Row index of every CSR position."""
-        return np.repeat(np.arange(self.shape[0], dtype=np.int32), np.diff(self.indptr))
-
-    def csc(self) -> tuple[np.ndarray, np.ndarray]:
-        if self._csc is None:
-            csc = sp.csr_array((np.ones(self.nnz, dtype=np.int8), self.indices,
-                                self.indptr), shape=self.shape).tocsc()
-            csc.sort_indices()
-            self._csc = (np.ascontiguousarray(csc.indptr, dtype=np.int32),
-                         np.ascontiguousarray(csc.indices, dtype=np.int32))
-        return self._csc
-
-    def symmetric(self, what: str):
-        """``(mirror, eid, ends)`` of a structurally symmetric square pattern."""
-        if self._sym is None:
-            m, n = self.shape
-            if m != n:
-                raise ValueError(
-                    f"{what} needs a square symmetric pattern (a Hessian), got shape "
-                    f"{self.shape}; for a Jacobian use column_coloring and "
-                    "jacobian_recovery")
-            mirror, eid, ends, bad = _coloring.symmetric_structure(self.indptr,
-                                                                   self.indices)
-            if bad >= 0:
-                raise ValueError(
-                    f"{what} needs a symmetric pattern, but row {bad} has an entry "
-                    "whose mirror is missing; pass the pattern of H, or "
-                    "(P + P.T) if you only have one triangle P")
-            self._sym = (mirror, eid, ends)
-        return self._sym
-
-    def graph(self, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Adjacency graph ``(ptr, adj, eid)``: the pattern without its diagonal."""
-        _, eid, _ = self.symmetric(what)
-        rows = self.rows()
-        keep = self.indices != rows
-        ptr = np.zeros(self.shape[0] + 1, dtype=np.int32)
-        np.cumsum(np.bincount(rows[keep], minlength=self.shape[0]), out=ptr[1:])
-        return ptr, self.indices[keep], eid[keep]
 
 
 def _order(ptr_adj_or_none, n: int, order: str, build) -> np.ndarray:
@@ -153,20 +35,6 @@ def _order(ptr_adj_or_none, n: int, order: str, build) -> np.ndarray:
     ptr, adj = ptr_adj_or_none if ptr_adj_or_none is not None else build()
     return _coloring.vertex_order(ptr, adj, order)
 
-
-def _colors_array(colors: Sequence[int], n: int) -> tuple[np.ndarray, int]:
-    arr = np.ascontiguousarray(colors, dtype=np.int32)
-    if arr.shape != (n,):
-        raise ValueError(f"expected one color per column ({n}), got shape {arr.shape}; "
-                         "pass the tuple returned by the coloring function")
-    if n and arr.min() < 0:
-        raise ValueError("colors must be non-negative integers")
-    return arr, (int(arr.max()) + 1 if n else 0)
-
-
-# --------------------------------------------------------------------------
-# Colorings
-# --------------------------------------------------------------------------
 
 def column_coloring(pattern: Any, order: str = "natural") -> Colors:
     """Greedy distance-2 coloring of the columns of a Jacobian pattern.
@@ -464,6 +332,3 @@ def is_valid_acyclic_coloring(pattern: Any, colors: Sequence[int]) -> bool:
     return len(u) == len(keys) - ncomp
 
 
-# the recoveries live in tapead.recovery; imported last (it imports from here)
-from .recovery import (AcyclicRecovery, JacobianRecovery, StarRecovery,  # noqa: E402
-                       acyclic_recovery, jacobian_recovery, star_recovery)
