@@ -27,7 +27,8 @@ from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.checkpointing import CheckpointedChain
 from tapead.errors import ShapeError
-from tapead.loops import _StepTape, _closure_error, _guarded_bind, _pack, _shapes, _unpack
+from tapead.loops import _StepTape, _closure_error, _guarded_bind
+from tapead.tree_util import leaf_shapes as _shapes, pack_leaves as _pack, unpack_leaves as _unpack
 from tapead.online import OnlineChain
 from tapead._prims.elementwise import astype
 from tapead.transforms import jvp, vjp

@@ -36,7 +36,7 @@ from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead._prims.reductions import sum as _sum
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.errors import MissingRuleError
-from tapead.loops import _pack, _shapes, _unpack
+from tapead.tree_util import leaf_shapes as _shapes, pack_leaves as _pack, unpack_leaves as _unpack
 from tapead.transforms import grad, jvp
 
 __all__ = ["custom_jvp", "custom_vjp"]

@@ -29,7 +29,7 @@ from tapead._core import Box
 from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead._tree import tree_flatten, tree_unflatten
-from tapead.loops import _pack, _shapes, _unpack
+from tapead.tree_util import leaf_shapes as _shapes, pack_leaves as _pack, unpack_leaves as _unpack
 import tapead.numpy as tnp
 from tapead.transforms import jacfwd, jvp, vjp
 

@@ -23,9 +23,11 @@ from tapead import _core
 from tapead._core import Box, Tape, Tracer
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.errors import GuardFlippedError, TapeReplayError
-from tapead.transforms import (_Where, _argnums, _check_kinds, _check_leaf,
-                               _check_scalar_output, _grads, _pack_outputs, _plain,
-                               _split_aux, _unbox_out)
+from tapead.boxing import (
+    Where as _Where, normalize_argnums as _argnums, check_kinds as _check_kinds,
+    check_leaf as _check_leaf, check_scalar_output as _check_scalar_output,
+    grads as _grads, pack_outputs as _pack_outputs, plain as _plain,
+    split_aux as _split_aux, unbox_out as _unbox_out)
 
 __all__ = ["jit", "JitCacheInfo"]
 

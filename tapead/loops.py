@@ -23,8 +23,9 @@ from tapead import _core
 from tapead._core import Box, Tape
 from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, Primitive
-from tapead._prims.shape import concatenate, getitem, reshape, stack
+from tapead._prims.shape import stack
 from tapead._tree import tree_flatten, tree_unflatten
+from tapead.tree_util import leaf_shapes as _shapes, pack_leaves as _pack, unpack_leaves as _unpack
 from tapead.checkpointing import CheckpointedChain
 from tapead.errors import GuardFlippedError, TapeReplayError
 from tapead.transforms import jvp, vjp
@@ -35,30 +36,6 @@ __all__ = ["checkpoint", "scan", "fori_loop"]
 # ---------------------------------------------------------------------------
 # packing several outputs into one flat vector (one tape node per call)
 # ---------------------------------------------------------------------------
-
-def _pack(leaves):
-    """Concatenate raveled leaves into one 1-d array (boxes allowed)."""
-    if not leaves:
-        return np.zeros(0)
-    flat = [reshape(x, (-1,)) if isinstance(x, Box) else np.ravel(x) for x in leaves]
-    if any(isinstance(x, Box) for x in flat):
-        return concatenate(flat)
-    return np.concatenate(flat)
-
-
-def _unpack(vec, shapes):
-    out, off = [], 0
-    for shp in shapes:
-        n = int(np.prod(shp))
-        piece = vec[off:off + n] if not isinstance(vec, Box) else getitem(vec, slice(off, off + n))
-        out.append(reshape(piece, shp) if isinstance(piece, Box) else np.reshape(piece, shp))
-        off += n
-    return out
-
-
-def _shapes(leaves):
-    return [np.shape(_core.concrete(x)) for x in leaves]
-
 
 def _closure_error(what):
     return ValueError(

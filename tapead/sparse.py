@@ -27,7 +27,8 @@ import scipy.sparse as sp
 from tapead import coloring as _coloring
 from tapead._core import Tracer
 from tapead.patterns import _output_pattern, recording_key, tape_sparsity
-from tapead.transforms import _record, grad
+from tapead.boxing import record_call
+from tapead.transforms import grad
 
 __all__ = ["jacobian_sparsity", "sparse_jacobian", "hessian_sparsity",
            "sparse_hessian", "tape_sparsity"]
@@ -117,7 +118,7 @@ def jacobian_sparsity(f: Callable, x) -> sp.csr_array:
            [0, 0, 1, 1]])
     """
     x = _vector(x, "jacobian_sparsity")
-    tape, out, *_ = _record(f, (x,), {}, 0, "jacobian_sparsity")
+    tape, out, *_ = record_call(f, (x,), {}, 0, "jacobian_sparsity")
     return _output_pattern(tape, out, x.size)
 
 
@@ -130,7 +131,7 @@ def hessian_sparsity(f: Callable, x) -> sp.csr_array:
     scipy.sparse.csr_array of bool, shape (n, n)
     """
     x = _vector(x, "hessian_sparsity")
-    tape, out, *_ = _record(grad(f), (x,), {}, 0, "hessian_sparsity")
+    tape, out, *_ = record_call(grad(f), (x,), {}, 0, "hessian_sparsity")
     return _symmetric(_output_pattern(tape, out, x.size))
 
 
@@ -215,7 +216,7 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
     @functools.wraps(f)
     def jac(x):
         x = _vector(x, "sparse_jacobian")
-        tape, out, *_ = _record(f, (x,), {}, 0, "sparse_jacobian")
+        tape, out, *_ = record_call(f, (x,), {}, 0, "sparse_jacobian")
         rec, seed_t = recovery_at(tape, out, x)
         if rows:
             B = _reverse(tape, out, rec.seed, x.size)
@@ -225,7 +226,7 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
 
     def recovery(x):
         x = _vector(x, "sparse_jacobian")
-        tape, out, *_ = _record(f, (x,), {}, 0, "sparse_jacobian")
+        tape, out, *_ = record_call(f, (x,), {}, 0, "sparse_jacobian")
         return recovery_at(tape, out, x)[0]
 
     jac.recovery = recovery
@@ -298,14 +299,14 @@ def sparse_hessian(f: Callable, coloring: str = "star",
     @functools.wraps(f)
     def hess(x):
         x = _vector(x, "sparse_hessian")
-        tape, out, *_ = _record(g, (x,), {}, 0, "sparse_hessian")
+        tape, out, *_ = record_call(g, (x,), {}, 0, "sparse_hessian")
         rec, seed_t = recovery_at(tape, out, x)
         T = _tangents(tape, out, seed_t, rec.shape[0])
         return rec.to_sparse(rec.recover_tangents(T).astype(x.dtype, copy=False))
 
     def recovery(x):
         x = _vector(x, "sparse_hessian")
-        tape, out, *_ = _record(g, (x,), {}, 0, "sparse_hessian")
+        tape, out, *_ = record_call(g, (x,), {}, 0, "sparse_hessian")
         return recovery_at(tape, out, x)[0]
 
     hess.recovery = recovery

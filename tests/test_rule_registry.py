@@ -22,7 +22,7 @@ import tapead.numpy as tnp
 from tapead import patterns
 from tapead._prims import base
 from tapead._prims.base import BROADCAST, PER_DIRECTION, Primitive
-from tapead.sparse import _record
+from tapead.boxing import record_call as _record
 
 from opspecs import F64, SPECS, cases, case_id
 

@@ -22,7 +22,7 @@ import tapead.scaly as sc
 from tapead import _core
 from tapead._prims.base import Primitive
 from tapead.scaly.expr import OPS, apply
-from tapead.sparse import _record
+from tapead.boxing import record_call as _record
 
 #: ops without a tape counterpart: leaves, and calls of other Functions
 NO_COUNTERPART = {"const", "input", "call", "vmap"}

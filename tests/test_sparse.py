@@ -13,7 +13,7 @@ from tapead import _patterns
 from tapead._prims.indexing import index_update
 from tapead.optimize import minimize
 from tapead.sparse import hessian_sparsity, tape_sparsity
-from tapead.transforms import _record
+from tapead.boxing import record_call as _record
 
 RNG = np.random.default_rng(20240611)
 P_ARROW = 1.3
