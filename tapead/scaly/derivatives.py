@@ -55,6 +55,22 @@ def reverse_adjoints(output: Expr, weight: Expr, wrt: Sequence[Expr]) -> List[Ex
 #: several times is reversed once.
 GROUP_VJPS: Dict[str, Callable] = {}
 
+#: op name -> ``rule(g, node, wanted)`` for ops whose reverse rule builds
+#: something per operand that is worth skipping when no adjoint is asked of
+#: it (a mapped call builds one stage adjoint Function per operand;
+#: ``tapead.scaly.mapped``): ``wanted[j]`` says whether operand ``j`` leads to
+#: a requested input.
+MASKED_VJPS: Dict[str, Callable] = {}
+
+
+def _live(order: Sequence[Expr], wrt: Sequence[Expr]) -> set:
+    """Ids of the nodes of ``order`` (topological) that depend on a ``wrt`` node."""
+    live = {x.id for x in wrt}
+    for node in order:
+        if node.id not in live and any(o.id in live for o in node.operands):
+            live.add(node.id)
+    return live
+
 
 def _group_key(node: Expr):
     return (id(node.attrs["spec"]), tuple(o.id for o in node.operands))
@@ -69,6 +85,7 @@ def reverse_adjoints_many(outputs: Sequence[Expr], weights: Sequence[Optional[Ex
         if w is not None:
             adjoint[y.id] = w if y.id not in adjoint else adjoint[y.id] + w
     order = topo_order(list(outputs))
+    live = _live(order, wrt)
     # the sibling outputs of a grouped node are handled together at the first
     # of them in topological order: every user of every sibling comes later
     first: Dict[tuple, int] = {}
@@ -86,14 +103,17 @@ def reverse_adjoints_many(outputs: Sequence[Expr], weights: Sequence[Optional[Ex
                 continue
             contributions = GROUP_VJPS[node.op](pending.pop(key), node)
         else:
-            if g is None or not node.diff or node.op in ("input", "const"):
+            if (g is None or not node.diff or node.op in ("input", "const")
+                    or node.id not in live):
                 continue
+            masked = MASKED_VJPS.get(node.op)
             rule = OPS[node.op]
-            if rule.vjp is None:
+            if rule.vjp is None and masked is None:
                 raise MissingRuleError(f"Scaly op '{node.op}' has no reverse-mode (vjp) rule")
-            contributions = rule.vjp(g, node)
+            contributions = (rule.vjp(g, node) if masked is None else
+                             masked(g, node, [o.id in live for o in node.operands]))
         for operand, c in zip(node.operands, contributions):
-            if c is None or not operand.diff:
+            if c is None or not operand.diff or operand.id not in live:
                 continue
             c = unbroadcast(c, operand.shape)
             prev = adjoint.get(operand.id)
@@ -206,7 +226,7 @@ def _pick(f: Function, out: str, inp: str):
     if not isinstance(f, Function):
         raise TypeError(f"expected an sc.Function (made with @sc.function), got {f!r}")
     f.output(out)                         # checks the name
-    y, x = f.expanded_outputs()[f.output_names.index(out)], f.input(inp)
+    y, x = f.mapped_outputs()[f.output_names.index(out)], f.input(inp)
     if x.dtype != dtypes.float64:
         raise LayoutError(f"function {f.name}: input '{inp}' is {x.type.dtype_name}, which "
                           "has no derivative; differentiate with respect to a float64 input")
