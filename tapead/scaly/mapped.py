@@ -36,14 +36,13 @@ import scipy.sparse as sp
 
 from tapead import _core
 from tapead import coloring as _coloring
-from tapead import patterns as _patterns
 from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead.scaly import layout as lay
 from tapead.scaly import stage_derivatives as _stages
-from tapead.scaly.calls import EVALUATION_KEEPS, _spec, broadcast, window  # noqa: F401
-from tapead.scaly.derivatives import MASKED_VJPS
+from tapead.scaly.calls import EVALUATION_KEEPS, _spec
+from tapead.scaly.sweeps import MASKED_VJPS
 from tapead.scaly.errors import LayoutError
-from tapead.scaly.expr import Expr, apply, gather, make_node, ones, reshape, scatter
+from tapead.scaly.expr import Expr, apply, const, gather, make_node, ones, reshape, scatter
 from tapead.scaly.function import Function
 from tapead.scaly.loops_lower import _program_of as program_of
 from tapead.scaly.lower import LOWERINGS
@@ -135,19 +134,21 @@ def _windows(start: int, stride: int, size: int, n: int) -> np.ndarray:
     return start + np.arange(n)[:, None] * stride + np.arange(size)
 
 
-def _same_in_every_stage(t: Expr, operand: Expr, start: int, stride: int, size: int,
-                         n: int, k: Optional[int]) -> Optional[np.ndarray]:
-    """The tangent of one stage's window, ``(k, size)`` (``(size,)`` for one
-    direction), when ``t`` is a constant whose windows are all the same; else None."""
+def _seed_blocks(t: Expr, operand: Expr, start: int, stride: int, size: int, n: int,
+                 k: Optional[int]):
+    """``(block, value)`` for a constant tangent ``t`` of value ``value``: the
+    tangent of one stage's window, ``(k, size)`` (``(size,)`` for one
+    direction), when it is the same in every stage, else None; ``(None,
+    None)`` when ``t`` is not a constant."""
     value = _stages.constant_value(t)
     if value is None:
-        return None
+        return None, None
     flat = value.reshape((k, operand.size) if k else (operand.size,))
     blocks = flat[..., _windows(start, stride, size, n)]          # (k,) n, size
     first = blocks[..., :1, :]
     if not np.array_equal(blocks, np.broadcast_to(first, blocks.shape)):
-        return None
-    return np.ascontiguousarray(first[..., 0, :])
+        return None, flat
+    return np.ascontiguousarray(first[..., 0, :]), flat
 
 
 def _vmap_jvp(ts: Sequence[Optional[Expr]], node: Expr, k: Optional[int]) -> Optional[Expr]:
@@ -155,12 +156,13 @@ def _vmap_jvp(ts: Sequence[Optional[Expr]], node: Expr, k: Optional[int]) -> Opt
     one direction when ``k`` is None): one mapped stage derivative."""
     a = node.attrs
     fn, n = a["fn"], a["length"]
-    folded, passed = {}, []
+    folded, passed, values = {}, [], {}
     for j, (t, operand) in enumerate(zip(ts, node.operands)):
         if t is None:
             continue
         size = fn.input_leaves[j].type.size
-        block = _same_in_every_stage(t, operand, a["starts"][j], a["strides"][j], size, n, k)
+        block, values[j] = _seed_blocks(t, operand, a["starts"][j], a["strides"][j], size,
+                                        n, k)
         if block is not None:
             folded[j] = block
         else:
@@ -176,8 +178,10 @@ def _vmap_jvp(ts: Sequence[Optional[Expr]], node: Expr, k: Optional[int]) -> Opt
     starts = [a["starts"][j] for j in used]
     strides = [a["strides"][j] for j in used]
     for j in passed:
-        t, operand = ts[j], node.operands[j]
-        if k:       # direction-major (k, M) -> element-major (M, k): windows stay contiguous
+        t, operand, value = ts[j], node.operands[j], values[j]
+        if value is not None:       # seeds that differ between stages: one constant
+            t = const(np.ascontiguousarray(value.T).reshape(-1) if k else value)
+        elif k:     # direction-major (k, M) -> element-major (M, k): windows stay contiguous
             t = reshape(apply("transpose", reshape(t, (k, operand.size)), axes=(1, 0)),
                         (operand.size * k,))
         operands.append(t)

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from tapead import coloring as _coloring
 from tapead import patterns as _patterns
-from tapead.scaly.derivatives import (_pick, forward_tangents, forward_tangents_many,
+from tapead.scaly.sweeps import (pick as _pick, forward_tangents, forward_tangents_many,
                                       reverse_adjoints)
 from tapead.scaly.errors import LayoutError, NonScalarGradientError
 from tapead.scaly.expr import (Expr, const, gather, reshape, scatter, stack, topo_order,

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from tapead.scaly import layout as lay
-from tapead.scaly.derivatives import forward_tangents, forward_tangents_many, reverse_adjoints
+from tapead.scaly.sweeps import forward_tangents, forward_tangents_many, reverse_adjoints
 from tapead.scaly.expr import OPS, Expr, apply, const, is_const, reshape, sym, topo_order
 from tapead.scaly.function import Function, leaf_like
 from tapead.scaly.sparsity import Sparsity, _pattern
