@@ -2,8 +2,10 @@
 
 Calling a Function on expressions builds one ``expr.call`` node per output
 of the callee (``{callee="g", output=k}``); ``sc.vmap(stage, n, inputs)``
-builds one ``expr.vmap`` node per output of the stage Function, applied to
-``n`` slices of its inputs.  The callee stays a separate Function: listings
+(``tapead.scaly.mapped``) builds one ``expr.vmap`` node per output of the
+stage Function, applied to ``n`` windows of its inputs, whose argument rules
+(``sc.broadcast``, ``sc.window``, ``(array, start, stride)``) live here as
+``sc.scan`` shares them.  The callee stays a separate Function: listings
 print it as its own ``expr.func``, and its graph is shared, not copied, by
 every call.
 
