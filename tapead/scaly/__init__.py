@@ -14,7 +14,8 @@ evaluating it (``Tape.evaluate``).
 1.0806046117362795
 """
 from tapead.scaly import ops as _ops  # noqa: F401  (fills the op table)
-from tapead.scaly.calls import broadcast, vmap, window
+from tapead.scaly.calls import broadcast, window
+from tapead.scaly.mapped import vmap
 from tapead.scaly.control import cond, custom_derivative, print, scan, while_loop
 from tapead.scaly.derivatives import forward, gradient, hessian, jacobian
 from tapead.scaly.errors import (LayoutError, NonScalarGradientError, ScalyShapeError,

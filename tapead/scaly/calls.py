@@ -2,19 +2,22 @@
 
 Calling a Function on expressions builds one ``expr.call`` node per output
 of the callee (``{callee="g", output=k}``); ``sc.vmap(stage, n, inputs)``
-builds one ``expr.vmap`` node per output of the stage Function, applied to
-``n`` slices of its inputs.  The callee stays a separate Function: listings
+(``tapead.scaly.mapped``) builds one ``expr.vmap`` node per output of the
+stage Function, applied to ``n`` windows of its inputs, whose argument rules
+(``sc.broadcast``, ``sc.window``, ``(array, start, stride)``) live here as
+``sc.scan`` shares them.  The callee stays a separate Function: listings
 print it as its own ``expr.func``, and its graph is shared, not copied, by
 every call.
 
-Before a graph is differentiated, analysed for sparsity or evaluated, its
+Before a graph is differentiated or analysed for sparsity, its ordinary
 calls are *expanded*: the callee's outputs are substituted into the caller
 with its inputs replaced by the call's arguments.  For reverse mode this is
-Scaly's rule that "the adjoint of a call is inlined"; since nodes are
-interned, the n stages of an expanded ``vmap`` that compute the same thing
-share their nodes.  Expansion is a loop over nesting levels, not a
-recursion.  (Differentiating a mapped call into a mapped call of the stage
-derivative is not done yet; today the stages are expanded.)
+Scaly's rule that "the adjoint of a call is inlined".  Mapped calls stay
+mapped there: their derivatives are mapped calls of stage derivative
+Functions (``tapead.scaly.mapped``).  Evaluation expands mapped calls too
+(one copy of the stage per stage; nodes are interned, so stages that
+compute the same thing share them).  Expansion is a loop over nesting
+levels, not a recursion.
 """
 from __future__ import annotations
 
@@ -98,7 +101,7 @@ class window:  # noqa: N801  (Scaly's name)
 
 
 # ---------------------------------------------------------------------------
-# the two ops
+# the call op (``expr.vmap``, the mapped call, lives in tapead.scaly.mapped)
 # ---------------------------------------------------------------------------
 
 def _call_infer(operands, attrs) -> TensorType:
@@ -110,28 +113,8 @@ def _call_fn(*values, fn, callee, output):
     return fn.evaluate([np.asarray(v) for v in values])[output]
 
 
-def _vmap_infer(operands, attrs) -> TensorType:
-    out = attrs["fn"].outputs[attrs["output"]].type
-    return TensorType((attrs["length"] * attrs["slice_size"],), out.dtype)
-
-
-def _vmap_fn(*values, fn, callee, length, output, slice_size, starts, strides):
-    pieces = []
-    for k in range(length):
-        args = [_stage_slice(np.asarray(v), leaf, start + k * stride)
-                for v, leaf, start, stride in zip(values, fn.input_leaves, starts, strides)]
-        pieces.append(np.ravel(fn.evaluate(args)[output]))
-    return np.concatenate(pieces)
-
-
-def _stage_slice(value: np.ndarray, leaf: lay.Leaf, start: int) -> np.ndarray:
-    size = leaf.type.size
-    return value.reshape(-1)[start:start + size].reshape(leaf.type.shape)
-
-
 # Calls are expanded before any derivative rule could run, so they have none.
 register("call", _call_infer, _call_fn)
-register("vmap", _vmap_infer, _vmap_fn)
 
 
 def call_nodes(fn, args: Sequence[Any]) -> List[Expr]:
@@ -152,7 +135,7 @@ def call_nodes(fn, args: Sequence[Any]) -> List[Expr]:
 
 
 # ---------------------------------------------------------------------------
-# sc.vmap
+# the argument rules of mapped calls and loops
 # ---------------------------------------------------------------------------
 
 def _spec(spec: Any, leaf: lay.Leaf, n: int, where: str):
@@ -197,80 +180,6 @@ def _spec(spec: Any, leaf: lay.Leaf, n: int, where: str):
         "overlapping windows")
 
 
-def vmap(stage, n: int, inputs: Sequence[Any]):
-    """``stage`` applied to ``n`` slices of its inputs: a mapped call.
-
-    Parameters
-    ----------
-    stage : sc.Function
-        The stage function; its input leaves, in order, match ``inputs``.
-    n : int
-        Number of stages.
-    inputs : list
-        One entry per input leaf of ``stage``: an expression of ``n`` times
-        the leaf's size (stage ``k`` reads the ``k``-th slice of the flat
-        array), an expression of the leaf's size (shared by every stage;
-        ``sc.broadcast(p)`` says so explicitly), or a window
-        ``sc.window(array, start, stride)`` or ``(array, start, stride)``
-        (stage ``k`` reads the leaf's size of elements from
-        ``start + k * stride``; windows may overlap).
-
-    Returns
-    -------
-    Expr or tuple
-        Per output of ``stage``, the stages' results stacked on a leading
-        axis: shape ``(n,) + output shape`` (a tuple laid out like the stage's
-        outputs for several outputs).  On numpy inputs the stages are
-        evaluated right away and numpy arrays are returned.
-
-    Examples
-    --------
-    >>> import numpy as np, tapead.scaly as sc
-    >>> @sc.function(sc.L("x", 2), sc.L("y", ...))
-    ... def stage(x):
-    ...     return (x * x).sum()
-    >>> @sc.function(sc.L("z", 6), sc.L("s", ...))
-    ... def mapped(z):
-    ...     return sc.vmap(stage, 3, [z])
-    >>> print(mapped(np.arange(6.0)))
-    [ 1. 13. 41.]
-    """
-    from tapead.scaly.function import Function  # cycle: scaly.function -> here
-    if not isinstance(stage, Function):
-        raise TypeError(f"sc.vmap needs an sc.Function as stage, got {stage!r}")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"sc.vmap({stage.name}, n={n!r}): n is the number of stages, a "
-                         "positive int")
-    n = int(n)
-    inputs = list(inputs)
-    where = f"sc.vmap({stage.name}, {n}, ...)"
-    if len(inputs) != len(stage.input_leaves):
-        raise LayoutError(f"{where}: {stage.name} has {len(stage.input_leaves)} input "
-                          f"leaves ({', '.join(stage.input_names)}), got {len(inputs)} "
-                          "mapped inputs")
-    specs = [_spec(s, leaf, n, where) for s, leaf in zip(inputs, stage.input_leaves)]
-    operands = [e for e, _, _ in specs]
-    for (e, _, _), node, leaf in zip(specs, stage.inputs, stage.input_leaves):
-        if e.dtype != node.dtype:
-            raise LayoutError(f"{where}: input '{leaf.name}' expects "
-                              f"{node.type.dtype_name}, got {e.type.dtype_name}")
-    starts = tuple(s for _, s, _ in specs)
-    strides = tuple(s for _, _, s in specs)
-    nodes = [make_node("vmap", operands, {
-        "callee": stage.name, "fn": stage, "length": n, "output": k,
-        "slice_size": y.size, "starts": starts, "strides": strides})
-        for k, y in enumerate(stage.outputs)]
-    shapes = [(n,) + y.shape for y in stage.outputs]
-    if all(e.op == "const" for e in operands):      # numbers in, numbers out
-        values = [e.attrs["value"] for e in operands]
-        outs = [_vmap_fn(*values, **node.attrs).reshape(shape)
-                for node, shape in zip(nodes, shapes)]
-    else:
-        outs = [node if node.shape == shape else reshape(node, shape)
-                for node, shape in zip(nodes, shapes)]
-    return lay.unflatten([stage.output_layout], outs)[0]
-
-
 # ---------------------------------------------------------------------------
 # expansion
 # ---------------------------------------------------------------------------
@@ -303,24 +212,37 @@ def _expand_vmap(node: Expr, operands) -> Expr:
     return reshape(stack(stages, axis=0), node.shape)
 
 
-def _expand_one(node: Expr, operands) -> Expr:
-    if node.op == "call":
-        return _expand_call(node, operands)
-    if node.op == "vmap":
-        return _expand_vmap(node, operands)
-    return same_op(node, operands)
-
-
-def expand_calls(outputs: Sequence[Expr]) -> List[Expr]:
+def expand_calls(outputs: Sequence[Expr], keep_mapped: Any = False) -> List[Expr]:
     """``outputs`` with every call and mapped call replaced by the callee's graph.
 
     Each pass expands the calls visible at one nesting level; callees that
     call other Functions leave new call nodes for the next pass.
+    ``keep_mapped``: True keeps every mapped call (``expr.vmap``) as one node
+    and expands the ordinary calls only (what the derivatives
+    differentiate); a callable ``keep_mapped(node) -> bool`` keeps the mapped
+    calls it accepts (what evaluation runs stage by stage in C).
     """
+    keep = keep_mapped if callable(keep_mapped) else (lambda node: bool(keep_mapped))
+
+    def pending(node: Expr) -> bool:
+        return node.op == "call" or (node.op == "vmap" and not keep(node))
+
+    def expand(node: Expr, operands) -> Expr:
+        if node.op == "call":
+            return _expand_call(node, operands)
+        if node.op == "vmap" and not keep(node):
+            return _expand_vmap(node, operands)
+        return same_op(node, operands)
+
     outputs = list(outputs)
-    while any(node.op in CALL_OPS for node in topo_order(outputs)):
-        outputs = rebuild(outputs, _expand_one)
+    while any(pending(node) for node in topo_order(outputs)):
+        outputs = rebuild(outputs, expand)
     return outputs
+
+
+#: ``keep(node) -> bool``: the mapped calls that evaluation keeps as one node
+#: (set by ``tapead.scaly.mapped``); the others are expanded stage by stage
+EVALUATION_KEEPS: List[Any] = [False]
 
 
 def callees(outputs: Sequence[Expr]) -> list:
@@ -343,5 +265,5 @@ def callees(outputs: Sequence[Expr]) -> list:
     return found
 
 
-__all__ = ["vmap", "broadcast", "window", "expand_calls", "call_nodes", "callees",
+__all__ = ["broadcast", "window", "expand_calls", "call_nodes", "callees",
            "CALL_OPS", "LOOP_OPS"]

@@ -71,6 +71,12 @@ _ids = itertools.count()
 def _hashable(value):
     if isinstance(value, np.ndarray):
         return (value.dtype.str, value.shape, value.tobytes())
+    if type(value) is tuple:
+        try:                        # numbers (index lists): the tuple itself
+            hash(value)
+            return value
+        except TypeError:
+            pass
     if isinstance(value, (list, tuple)):
         return tuple(_hashable(v) for v in value)
     if isinstance(value, slice):
@@ -329,14 +335,19 @@ def apply(op: str, *operands, **attrs) -> Expr:
 
 def gather(x: Expr, indices, shape) -> Expr:
     """``x.ravel()[indices].reshape(shape)`` (how indexing is represented)."""
-    return apply("gather", x, indices=tuple(int(i) for i in np.ravel(indices)),
-                 shape=normalize_shape(shape))
+    return apply("gather", x, indices=_index_tuple(indices), shape=normalize_shape(shape))
 
 
 def scatter(g: Expr, indices, shape) -> Expr:
     """``zeros(shape)`` with ``g.ravel()`` added at the flat ``indices``."""
-    return apply("scatter", g, indices=tuple(int(i) for i in np.ravel(indices)),
-                 shape=normalize_shape(shape))
+    return apply("scatter", g, indices=_index_tuple(indices), shape=normalize_shape(shape))
+
+
+def _index_tuple(indices) -> tuple:
+    """Flat indices as a tuple of Python ints (an attribute of a node)."""
+    if type(indices) is tuple and all(type(i) is int for i in indices):
+        return indices
+    return tuple(np.asarray(indices, dtype=np.int64).ravel().tolist())
 
 
 def reshape(x: Expr, shape) -> Expr:

@@ -6,7 +6,7 @@ Calling a Function on numpy values evaluates that graph on the compiled
 tape (see ``tapead.scaly.lower``); calling it on expressions builds call
 nodes (``expr.call``) in the caller's graph, so Functions compose; calls
 are expanded before differentiation and evaluation
-(``tapead.scaly.calls``).
+(``tapead.scaly.calls``); mapped calls are expanded for evaluation only.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from tapead.scaly import layout as lay
 from tapead.scaly import tracing
+from tapead.scaly.calls import EVALUATION_KEEPS, call_nodes, expand_calls
 from tapead.scaly.errors import LayoutError, ScalyShapeError, UnknownNameError
 from tapead.scaly.expr import Expr, as_expr, sym, topo_order
 from tapead.scaly.lower import LoweredProgram, free_inputs
@@ -69,6 +70,7 @@ class Function:
         self._programs: Dict[bool, LoweredProgram] = {}
         self._simplified: Optional[List[Expr]] = None
         self._expanded: Optional[List[Expr]] = None
+        self._mapped: Optional[List[Expr]] = None
         #: per output, its ``Sparsity`` when the output holds the compact values
         #: of a sparse derivative (``sc.sparse_jacobian``), else None
         self.output_sparsities: List[Any] = [None] * len(self.outputs)
@@ -124,7 +126,6 @@ class Function:
                               f"({', '.join(map(repr, self.params))}), got {len(args)}")
         flat = lay.flatten(self.params, args, f"function {self.name}")
         if any(isinstance(v, Expr) for v in flat):
-            from tapead.scaly.calls import call_nodes  # cycle: scaly.calls -> here
             outs = call_nodes(self, flat)
         else:
             if program is not None and not program.takes_args:     # groups unpacked
@@ -165,14 +166,25 @@ class Function:
         """The outputs with every call replaced by the callee's graph
         (``tapead.scaly.calls.expand_calls``; computed once)."""
         if self._expanded is None:
-            from tapead.scaly.calls import expand_calls  # cycle: scaly.calls -> here
             self._expanded = expand_calls(self.outputs)
         return self._expanded
 
+    def mapped_outputs(self) -> List[Expr]:
+        """The outputs with the ordinary calls expanded and the mapped calls
+        kept, one ``expr.vmap`` node each (what derivatives differentiate;
+        computed once)."""
+        if self._mapped is None:
+            self._mapped = expand_calls(self.outputs, keep_mapped=True)
+        return self._mapped
+
     def simplified_outputs(self) -> List[Expr]:
-        """The expanded outputs after ``tapead.scaly.simplify`` (computed once)."""
+        """The expanded outputs after ``tapead.scaly.simplify`` (computed once).
+
+        Long mapped calls of stages that run as scalar code stay one node
+        each, evaluated stage after stage in C (``tapead.scaly.mapped``)."""
         if self._simplified is None:
-            self._simplified = simplify(self.expanded_outputs())
+            self._simplified = simplify(expand_calls(self.outputs,
+                                                     keep_mapped=EVALUATION_KEEPS[0]))
         return self._simplified
 
     @property

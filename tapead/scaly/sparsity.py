@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from tapead import coloring as _coloring
 from tapead import patterns as _patterns
-from tapead.scaly.derivatives import (_pick, forward_tangents, forward_tangents_many,
+from tapead.scaly.sweeps import (pick as _pick, forward_tangents, forward_tangents_many,
                                       reverse_adjoints)
 from tapead.scaly.errors import LayoutError, NonScalarGradientError
 from tapead.scaly.expr import (Expr, const, gather, reshape, scatter, stack, topo_order,
@@ -129,7 +129,7 @@ def _generic_values(node: Expr) -> np.ndarray:
 
 def _pattern(y: Expr, x: Expr) -> Sparsity:
     """Pattern of d y / d x over the flattened elements, shape (y.size, x.size)."""
-    (y,) = simplify(expand_calls([y]))
+    (y,) = simplify(expand_calls([y], keep_mapped=True))
     nodes = topo_order([y])
     if not x.diff or all(n is not x for n in nodes):
         return Sparsity(sp.csr_array((y.size, x.size), dtype=bool))
@@ -310,7 +310,19 @@ def _compressed(y: Expr, x: Expr, rec, batched: bool = True) -> Expr:
         return (g % K) * m + g // K
     if isinstance(rec, _coloring.AcyclicRecovery):
         return _substituted(flat, rec, in_flat)
-    return gather(flat, in_flat(rec.gather), (rec.nnz,))
+    return gather_through(flat, in_flat(rec.gather), (rec.nnz,))
+
+
+def gather_through(x: Expr, indices, shape) -> Expr:
+    """``gather(x, indices, shape)`` with the reshapes and gathers that ``x``
+    is made of folded into the indices (one gather of their source: a mapped
+    derivative's values go straight into pattern order)."""
+    idx = np.asarray(indices, dtype=np.int64)
+    while x.op in ("reshape", "gather"):
+        if x.op == "gather":
+            idx = np.asarray(x.attrs["indices"], dtype=np.int64)[idx]
+        x = x.operands[0]
+    return gather(x, idx, shape)
 
 
 def _substituted(flat: Expr, rec, in_flat) -> Expr:
@@ -362,7 +374,11 @@ def sparse_jacobian(f: Function, out: str, inp: str, order: str = "natural") -> 
     The pattern (``output_sparsities[0]``, shape ``(out.size, inp.size)``)
     is colored with :func:`column_coloring`; one batched forward pass with a
     direction per color computes ``J S``, and a fixed gather picks entry
-    (i, j) from row i of column color(j).
+    (i, j) from row i of column color(j).  When the output is a mapped call
+    (``sc.vmap``) whose every input is ``inp`` itself or independent of it,
+    the stage's own pattern is colored instead: the result is one mapped
+    call of the stage derivative, with the stage's seeds folded in, and one
+    gather into pattern order.
 
     Parameters
     ----------
@@ -391,10 +407,20 @@ def sparse_jacobian(f: Function, out: str, inp: str, order: str = "natural") -> 
     [3. 1. 4. 2. 6.] [0 0 1 2 2] [0 2 1 0 2]
     """
     y, x = _pick(f, out, inp)
+    if order == "natural" and STAGE_JACOBIANS:
+        found = STAGE_JACOBIANS[0](y, x)
+        if found is not None:
+            value, pattern = found
+            return _sparse_function(f, "spjac", out, inp, value, pattern)
     pattern = _pattern(y, x)
     colors = column_coloring(pattern, order=order)
     rec = _coloring.jacobian_recovery(pattern._csr, colors)
     return _sparse_function(f, "spjac", out, inp, _compressed(y, x, rec), pattern)
+
+
+#: ``[rule(y, x) -> (compact values, Sparsity) or None]``: the sparse Jacobian of
+#: a mapped call from its stage's own pattern (``tapead.scaly.mapped``)
+STAGE_JACOBIANS: list = []
 
 
 _HESSIAN_COLORINGS = ("star", "acyclic", "column")
