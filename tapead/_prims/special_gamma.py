@@ -5,9 +5,13 @@ functions and the normal distribution's ``ndtr`` family (exported by
 All are scipy ufuncs: importing this module registers them in the ufunc
 table, so ``scipy.special.ndtr(tracer)`` records like
 ``tapead.scipy.special.ndtr(tracer)``.  Every rule is written with tapead
-operations, so it differentiates again.  The incomplete functions
-(``gammainc``, ``gammaincc``, ``betainc``) have derivatives in ``x`` only:
-a traced shape parameter is refused (as in JAX for ``betainc``).
+operations, so it differentiates again.  The incomplete gamma functions
+(``gammainc``, ``gammaincc``) have derivatives in ``x`` at every order and in
+the shape parameter ``a`` up to order 3 (a series or a continued fraction
+differentiated in ``a``: ``gamma_kernel.py``), mixed ones included; a higher
+order in ``a`` is refused.
+``betainc`` has derivatives in ``x`` only: a traced ``a`` or ``b`` is refused
+(as in JAX).
 """
 from __future__ import annotations
 
@@ -18,9 +22,11 @@ import scipy.special as sps
 
 from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
+from tapead._prims import gamma_kernel
 from tapead._prims.base import Primitive, defelementwise, defzero
 from tapead._prims.elementwise import exp, unbroadcast
-from tapead._prims.special import digamma, gammaln, keep_float_dtype, xlog1py, xlogy
+from tapead._prims.special import (digamma, gammaln, keep_float_dtype, polygamma, xlog1py,
+                                   xlogy)
 from tapead.errors import NonDifferentiableError
 
 SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2.0
@@ -132,9 +138,56 @@ def _gammainc_dx(ans, a, x):
     return exp(xlogy(a - 1.0, x) - x - _weak(gammaln(a)))
 
 
-gammainc = ufunc_primitive("gammainc", sps.gammainc, [None, _gammainc_dx], ("a", "x"))
+# derivatives in a: (d/da)^k gammainc(a, x), k = 1 .. gamma_kernel.MAX_ORDER ---------
+def _gammainc_da_impl(a, x, order):
+    return np.asarray(gamma_kernel.gammainc_da(a, x, order),
+                      dtype=np.result_type(a, x, 1.0))[()]
+
+
+def _density_da(a, x, order):
+    """(d/da)^order of the gamma density exp(h), h = (a-1) log x - x - gammaln(a):
+    d/dx of (d/da)^order gammainc, written with tapead operations (``a`` may be
+    traced: the rule of the next order in a)."""
+    h = [None, ew.log(x) - digamma(a)] + [-polygamma(j - 1, a) for j in range(2, order + 1)]
+    return _gammainc_dx(None, a, x) * gamma_kernel.exp_ratios(h)[order]
+
+
+gammainc_da_p = Primitive("gammainc_da", _gammainc_da_impl, elementwise=True)
+gammainc_da_p.defvjp(
+    lambda g, ans, a, x, order: unbroadcast(a, g * gammainc_da(a, x, order + 1)),
+    lambda g, ans, a, x, order: unbroadcast(x, g * _density_da(a, x, order)))
+gammainc_da_p.defjvp(lambda t, ans, a, x, order: t * gammainc_da(a, x, order + 1),
+                     lambda t, ans, a, x, order: t * _density_da(a, x, order))
+defelementwise(gammainc_da_p)
+
+
+def gammainc_da(a, x, order=1):
+    """``(d/da)^order scipy.special.gammainc(a, x)`` (elementwise), differentiable
+    in ``a`` and ``x`` up to ``gamma_kernel.MAX_ORDER`` derivatives in ``a`` in
+    all; refuses a higher order, and ``a <= 0`` (where gammainc is not defined
+    on both sides of ``a``)."""
+    if order > gamma_kernel.MAX_ORDER:
+        raise NonDifferentiableError(
+            f"scipy.special.gammainc/gammaincc: tapead differentiates them at most "
+            f"{gamma_kernel.MAX_ORDER} times in 'a' (this asks for derivative {order} in "
+            "a); pass a as a constant, or wrap the call in ta.custom_jvp")
+    ac = np.asarray(concrete(a))
+    if np.any(ac <= 0):
+        raise NonDifferentiableError(
+            "scipy.special.gammainc/gammaincc: no derivative in 'a' at a <= 0 (the "
+            f"functions are defined for a > 0 only; got a={float(ac.min())!r}); pass a > 0")
+    if isinstance(a, Box) or isinstance(x, Box):
+        return bind(gammainc_da_p, a, x, order=order)
+    return _gammainc_da_impl(a, x, order)
+
+
+gammainc = ufunc_primitive("gammainc", sps.gammainc,
+                           [lambda ans, a, x: gammainc_da(a, x), _gammainc_dx], ("a", "x"))
 gammaincc = ufunc_primitive("gammaincc", sps.gammaincc,
-                            [None, lambda ans, a, x: -_gammainc_dx(ans, a, x)], ("a", "x"))
+                            [lambda ans, a, x: -gammainc_da(a, x),
+                             lambda ans, a, x: -_gammainc_dx(ans, a, x)], ("a", "x"))
+NOTES["gammainc"] = NOTES["gammaincc"] = (
+    f"no derivative in a beyond order {gamma_kernel.MAX_ORDER}")
 betainc = ufunc_primitive(
     "betainc", sps.betainc,
     [None, None, lambda ans, a, b, x: exp(xlogy(a - 1.0, x) + xlog1py(b - 1.0, -x)
