@@ -2,7 +2,8 @@
 normal-distribution and Bessel functions, and of tapead.scipy.stats.
 
 Shape parameters and Bessel orders are constants in the bodies (tapead has
-no derivative in them).  JAX lacks some of these functions: the body then
+no derivative in them), except the incomplete gamma functions' ``a`` (rows
+``*_a``, ``gammainc_ax``).  JAX lacks some of these functions: the body then
 uses an identity JAX has (``rgamma = 1 / gamma``), or the row is listed in
 ``NO_JAX`` (no comparison with JAX, the finite-difference checks still run).
 """
@@ -48,6 +49,11 @@ ARRAY_OPS = [
     A("gammainc_x", lambda m, x: SP(m).gammainc(1.7, x), *UNARY, domain=(POS,)),
     A("gammaincc_x", lambda m, x: SP(m).gammaincc(2.2, x), *UNARY,
       domain=(POS,)),
+    # the shape parameter: x = 2.3 puts a in (0.1, 3) on both sides of the
+    # series / continued-fraction switch (x < a + 1)
+    A("gammainc_a", lambda m, a: SP(m).gammainc(a, 2.3), *UNARY, domain=(POS,)),
+    A("gammaincc_a", lambda m, a: SP(m).gammaincc(a, 4.5), *UNARY, domain=(POS,)),
+    A("gammainc_ax", lambda m, a, x: SP(m).gammainc(a, x), *BIN, domain=(POS, POS)),
     A("betainc_x", lambda m, x: SP(m).betainc(2.5, 1.5, x), *UNARY,
       domain=(Interval(0.1, 0.9),)),
     # error-function inverses, the normal distribution function

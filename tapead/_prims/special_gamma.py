@@ -33,7 +33,8 @@ SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2.0
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 SQRT_2PI = math.sqrt(2.0 * math.pi)
 
-#: scipy.special name -> what tapead does not differentiate (the coverage page reads it)
+#: scipy.special name -> what tapead does not differentiate, as the coverage page
+#: prints it
 NOTES: dict = {}
 
 
@@ -55,7 +56,8 @@ def ufunc_primitive(name, ufunc, partials, argnames):
     prim.nondiff_args = frozenset(refused)
     if refused:
         defelementwise(prim, args=[k for k, d in enumerate(partials) if d is not None])
-        NOTES[name] = "no derivative in " + ", ".join(argnames[k] for k in refused)
+        NOTES[name] = ("no derivative in " + ", ".join(argnames[k] for k in refused)
+                       + " (a traced one is refused)")
     else:
         defelementwise(prim)
 
@@ -75,7 +77,7 @@ def ufunc_primitive(name, ufunc, partials, argnames):
         return bind(prim, *args)
     func.__name__ = func.__qualname__ = name
     func.__doc__ = (f"``scipy.special.{name}({', '.join(argnames)})``, elementwise"
-                    + (f"; {NOTES[name]} (a traced one is refused)." if refused else
+                    + (f"; {NOTES[name]}." if refused else
                        ", with derivatives in every argument."))
     func.prim = prim
     ew.BY_NAME[name] = func
@@ -187,7 +189,7 @@ gammaincc = ufunc_primitive("gammaincc", sps.gammaincc,
                             [lambda ans, a, x: -gammainc_da(a, x),
                              lambda ans, a, x: -_gammainc_dx(ans, a, x)], ("a", "x"))
 NOTES["gammainc"] = NOTES["gammaincc"] = (
-    f"no derivative in a beyond order {gamma_kernel.MAX_ORDER}")
+    f"derivatives in a up to order {gamma_kernel.MAX_ORDER} (a higher one is refused)")
 betainc = ufunc_primitive(
     "betainc", sps.betainc,
     [None, None, lambda ans, a, b, x: exp(xlogy(a - 1.0, x) + xlog1py(b - 1.0, -x)
