@@ -191,6 +191,7 @@ gammaincc = ufunc_primitive("gammaincc", sps.gammaincc,
 NOTES["gammainc"] = NOTES["gammaincc"] = (
     f"derivatives in a up to order {gamma_kernel.MAX_ORDER} (a higher one is refused)")
 
+
 # derivatives in a and b: (d/da)^na (d/db)^nb betainc(a, b, x) ------------------------
 def _betainc_dx(ans, a, b, x):
     """The beta density x^(a-1) (1-x)^(b-1) / B(a, b)."""
