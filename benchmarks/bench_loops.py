@@ -9,7 +9,10 @@ L1  A double-integrator rollout over T = 10**2, 10**3, 10**4 steps: carry
     * ``scan``: ``ta.grad`` of ``ta.scan`` (every step recorded),
     * ``scan-ck``: ``ta.scan(checkpoints=10)`` (revolve),
     * ``jax``: ``jax.jit(jax.grad(...lax.scan...))`` after compilation, when
-      JAX is installed.
+      JAX is installed,
+    * ``torch``: the rollout as a Python loop on 0-d float64 tensors, then
+      ``backward()`` (PyTorch eager, ``torch.set_num_threads(1)``), when
+      torch is installed.
 L2  A fixed-point iteration x <- cos(a x) run by ``ta.while_loop`` until
     converged (about 60 steps, trip count unknown in advance), its gradient
     with respect to ``a``: every step stored vs ``checkpoints=4`` (online).
@@ -93,6 +96,21 @@ def jax_gradient_fn(jax):
     return lambda us: np.asarray(g(us).block_until_ready())
 
 
+def torch_gradient_fn(torch):
+    """The rollout on 0-d float64 torch tensors, a Python loop (torch has no scan)."""
+    def gradient(us):
+        u = torch.from_numpy(us).requires_grad_()
+        p = v = torch.zeros((), dtype=torch.float64)
+        cost = torch.zeros((), dtype=torch.float64)
+        for ut in u.unbind():
+            v = v + DT * ut
+            p = p + DT * v
+            cost = cost + ut * ut
+        ((p - 1.0) ** 2 + v ** 2 + 1e-3 * cost).backward()
+        return u.grad.numpy()
+    return gradient
+
+
 ROLLOUT = {"plain": plain_gradient, "scan": scan_gradient, "scan-ck": scan_ck_gradient}
 
 
@@ -111,6 +129,13 @@ def test_rollout_gradient_jax(benchmark, jax_x64, T):
     fn(us)                             # compile outside the timing
     g = benchmark(fn, us)
     np.testing.assert_allclose(g, plain_gradient(us), rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("T", LENGTHS)
+def test_rollout_gradient_torch(benchmark, torch_1thread, T):
+    us = np.sin(np.linspace(0.0, 6.0, T))
+    g = benchmark(torch_gradient_fn(torch_1thread), us)
+    np.testing.assert_allclose(g, plain_gradient(us), rtol=1e-12, atol=1e-15)
 
 
 def fixed_point_iteration(a, checkpoints=None):
@@ -140,6 +165,12 @@ def main() -> None:
         jax.config.update("jax_enable_x64", True)
         fn = jax_gradient_fn(jax)
         rows["jax.jit(grad(scan))"] = fn
+    except ImportError:
+        pass
+    try:
+        import torch
+        torch.set_num_threads(1)
+        rows["torch eager, 1 thread"] = torch_gradient_fn(torch)
     except ImportError:
         pass
     print(f"{'method':22}" + "".join(f"{'T=' + str(T):>12}" for T in LENGTHS))

@@ -14,7 +14,10 @@ R1  The double-integrator rollout of the control-flow page
     * ``jax.jit(jax.grad(...lax.scan...))``: compile + first call (build),
       a call (eval), when JAX is installed;
     * ``ta.grad`` of ``ta.scan``, with and without ``checkpoints=10`` (no
-      build step: eval is the whole gradient).
+      build step: eval is the whole gradient);
+    * PyTorch eager: the rollout as a Python loop on float64 tensors, then
+      ``backward()``, ``torch.set_num_threads(1)`` (no build step), when
+      torch is installed.
 
 R2  Memory of a 10**6-step ``ta.scan`` gradient with ``checkpoints=20``:
     bytes traced by ``tracemalloc`` at the peak beyond the two n-vectors the
@@ -40,7 +43,7 @@ The markdown table (minimum of repeated runs)::
 
     PYTHONPATH=. python benchmarks/bench_scaly_loops.py [--quick]
 
-CasADi (``pip install casadi``) and JAX are optional peers: their rows are
+CasADi (``pip install casadi``), JAX and torch are optional peers: their rows are
 skipped when they are not importable.  No test asserts a wall-clock time.
 """
 from __future__ import annotations
@@ -152,9 +155,30 @@ def build_ta(T: int, checkpoints: Optional[int] = None) -> Callable:
     return ta.grad(cost)
 
 
+def build_torch(T: int) -> Callable:
+    """The rollout as a Python loop of torch ops (torch has no scan)."""
+    import torch
+    torch.set_num_threads(1)
+
+    def grad(u):
+        ut = torch.from_numpy(u).requires_grad_()
+        x = torch.from_numpy(X0.copy())
+        cost = torch.zeros((), dtype=torch.float64)
+        for uk in ut.unbind():
+            cost = cost + torch.sum(x * x)
+            x = x + H * torch.stack([x[1], uk])
+        cost.backward()
+        return ut.grad.numpy()
+    return grad
+
+
 def _jax_available() -> bool:
+    return _importable("jax")
+
+
+def _importable(module: str) -> bool:
     try:
-        import jax  # noqa: F401
+        __import__(module)
     except ImportError:
         return False
     return True
@@ -168,6 +192,7 @@ METHODS: Dict[str, Tuple[Callable, bool]] = {
     "jax.jit(grad(lax.scan))": (build_jax, True),
     "ta.grad(ta.scan)": (build_ta, False),
     "ta.scan(checkpoints=10)": (lambda T: build_ta(T, 10), False),
+    "torch eager, 1 thread": (build_torch, False),
 }
 
 
@@ -176,6 +201,8 @@ def available(name: str) -> bool:
         return casadi_or_none() is not None
     if name.startswith("jax"):
         return _jax_available()
+    if name.startswith("torch"):
+        return _importable("torch")
     return True
 
 

@@ -8,12 +8,14 @@ S1  Jacobian of a tridiagonal residual, vectorised with slicing::
     after the first call and, apart, the first call itself (record, pattern,
     colouring, recovery: the *build*); dense ``ta.jacfwd`` (n directions) and
     ``ta.jacrev`` (n reverse sweeps); ``jax.jit(jax.jacfwd(r))`` (x64, compile
-    excluded, reported apart); CasADi SX ``Function(x, jacobian(r, x))``
-    (sparse; the symbolic build reported apart).
+    excluded, reported apart); ``torch.func.jacfwd(r)`` (eager, one
+    thread); CasADi SX ``Function(x, jacobian(r, x))`` (sparse; the
+    symbolic build reported apart).
 S2  Hessian of the arrow function ``f = sum(sin(x[:-1] * x[-1]))`` (a
     diagonal plus a dense last row and column): ``ta.sparse_hessian``
     (2 colours, forward over reverse), ``ta.hessian``,
-    ``jax.jit(jax.hessian(f))`` and CasADi SX ``hessian(f, x)``.
+    ``jax.jit(jax.hessian(f))``, ``torch.func.hessian(f)`` (eager, one
+    thread) and CasADi SX ``hessian(f, x)``.
 
 Every result is checked against the closed form (to 1e-12, relative to the
 largest entry), and the sparse ones against tapead's dense ones wherever
@@ -38,7 +40,7 @@ which prints a table, writes a JSON of the results and the log-log figure
     PYTHONPATH=. python benchmarks/bench_sparse_dense.py --plot-only results.json
 
 Times are the minimum over repeats (at least 3, more while under ~0.3 s).
-The peers (jax, casadi) are optional: skipped when not importable.  No test
+The peers (jax, torch, casadi) are optional: skipped when not importable.  No test
 asserts a wall-clock time.
 """
 from __future__ import annotations
@@ -207,6 +209,31 @@ def _jax_jit(transform: str, make_f: Callable) -> Callable:
     return make
 
 
+def torch_residual(torch):
+    def residual(x):
+        zero = torch.zeros(1, dtype=x.dtype)
+        return torch.cat([zero, x[:-1]]) - 2.0 * x + torch.cat([x[1:], zero]) + torch.sin(x)
+    return residual
+
+
+def torch_arrow(torch):
+    return lambda x: torch.sum(torch.sin(x[:-1] * x[-1]))
+
+
+def _torch_func(transform: str, make_f: Callable) -> Callable:
+    """``torch.func.<transform>(f)``, eager on one thread, numpy in and out."""
+    def make(x):
+        import torch
+        import torch.func
+        torch.set_num_threads(1)
+        fn = getattr(torch.func, transform)(make_f(torch))
+
+        def run(x):
+            return fn(torch.from_numpy(x)).numpy()
+        return run, 0.0
+    return make
+
+
 def casadi_residual(ca, X):
     return ca.vertcat(0, X[:-1]) - 2 * X + ca.vertcat(X[1:], 0) + ca.sin(X)
 
@@ -243,12 +270,14 @@ JACOBIAN_METHODS: Dict[str, tuple] = {
     "tapead jacfwd": (_plain(tapead_jacfwd), 2, None, True, None),
     "tapead jacrev": (_plain(tapead_jacrev), 2, None, True, None),
     "JAX jit jacfwd": (_jax_jit("jacfwd", make_residual), 2, 1, True, "jax"),
+    "torch jacfwd": (_torch_func("jacfwd", torch_residual), 2, None, True, "torch"),
     "CasADi SX": (make_casadi_jacobian, 1, 1, False, "casadi"),
 }
 HESSIAN_METHODS: Dict[str, tuple] = {
     "tapead sparse": (make_tapead_sparse_hessian, 1, None, False, None),
     "tapead hessian": (_plain(tapead_hessian), 2, None, True, None),
     "JAX jit hessian": (_jax_jit("hessian", make_arrow), 2, 1, True, "jax"),
+    "torch hessian": (_torch_func("hessian", torch_arrow), 2, None, True, "torch"),
     "CasADi SX": (make_casadi_hessian, 1, 2, False, "casadi"),
 }
 PROBLEMS = {"jacobian": (JACOBIAN_METHODS, exact_jacobian, tapead_jacfwd),
@@ -288,7 +317,8 @@ def test_jacobian_sparse(benchmark, name, n):
 
 
 @pytest.mark.parametrize("n", TEST_SIZES)
-@pytest.mark.parametrize("name", ["tapead jacfwd", "tapead jacrev", "JAX jit jacfwd"])
+@pytest.mark.parametrize("name", ["tapead jacfwd", "tapead jacrev", "JAX jit jacfwd",
+                                  "torch jacfwd"])
 def test_jacobian_dense(benchmark, name, n):
     _bench(benchmark, "jacobian", name, n)
 
@@ -300,7 +330,7 @@ def test_hessian_sparse(benchmark, name, n):
 
 
 @pytest.mark.parametrize("n", TEST_SIZES)
-@pytest.mark.parametrize("name", ["tapead hessian", "JAX jit hessian"])
+@pytest.mark.parametrize("name", ["tapead hessian", "JAX jit hessian", "torch hessian"])
 def test_hessian_dense(benchmark, name, n):
     _bench(benchmark, "hessian", name, n)
 
@@ -437,7 +467,7 @@ def sweep(sizes=SIZES, budget_s: float = BUDGET_S,
 def machine() -> dict:
     cpu = cpu_name()
     versions = {"python": platform.python_version(), "numpy": np.__version__}
-    for module in ("jax", "casadi"):
+    for module in ("jax", "torch", "casadi"):
         if importable(module):
             versions[module] = sys.modules[module].__version__
     return {"cpu": cpu, "cores": os.cpu_count(), "gpu": "none used",
@@ -477,6 +507,7 @@ STYLES = {"tapead sparse": ("C0", "-", "o"),
           "tapead jacfwd": ("C1", "-", "s"), "tapead hessian": ("C1", "-", "s"),
           "tapead jacrev": ("C2", "-", "^"),
           "JAX jit jacfwd": ("C3", "-", "D"), "JAX jit hessian": ("C3", "-", "D"),
+          "torch jacfwd": ("C5", "-", "P"), "torch hessian": ("C5", "-", "P"),
           "CasADi SX": ("C4", "-", "v"), "CasADi SX (build)": ("C4", "--", "v")}
 TITLES = {"jacobian": "Jacobian of a tridiagonal residual",
           "hessian": "Hessian of sum(sin(x[:-1] * x[-1])) (arrow)"}

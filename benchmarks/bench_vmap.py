@@ -7,7 +7,9 @@ Prints the time of one batch of per-example gradients, four ways::
 * ``ta.vmap(ta.grad(loss), in_axes=(None, 0, 0))``,
 * a Python loop of ``ta.grad(loss)``,
 * hand-vectorised numpy (the backward pass written out for the batch),
-* ``jax.jit(jax.vmap(jax.grad(loss)))`` (when jax is importable).
+* ``jax.jit(jax.vmap(jax.grad(loss)))`` (when jax is importable),
+* ``torch.func.vmap(torch.func.grad(loss))``, eager, one thread
+  (``torch.set_num_threads(1)``; when torch is importable).
 
 and the peak traced memory (tracemalloc) of ``vmap`` with and without
 ``chunk_size``.  ``ta.vmap`` calls the function once per example, so it
@@ -51,6 +53,23 @@ def _best(fn, repeat=3):
     return best
 
 
+def torch_per_example_grads(torch):
+    """``torch.func.vmap(torch.func.grad(loss), in_dims=(None, 0, 0))`` on
+    numpy in and out (float64)."""
+    from torch.func import grad, vmap
+
+    def tloss(p, x, y):
+        h = torch.tanh(x @ p["W0"] + p["b0"])
+        return torch.sum((h @ p["W1"] + p["b1"] - y) ** 2)
+    f = vmap(grad(tloss), in_dims=(None, 0, 0))
+
+    def run(p, X, Y):
+        out = f({k: torch.from_numpy(v) for k, v in p.items()},
+                torch.from_numpy(X), torch.from_numpy(Y))
+        return {k: v.numpy() for k, v in out.items()}
+    return run
+
+
 def main():
     rng = np.random.default_rng(0)
     p = ta.nn.init_mlp(SIZES, rng)
@@ -77,6 +96,17 @@ def main():
         jax.block_until_ready(jf(p, X, Y))
         rows.append(("jax.jit(jax.vmap(jax.grad))",
                      _best(lambda: jax.block_until_ready(jf(p, X, Y)), repeat=20)))
+    except ImportError:
+        pass
+    try:
+        import torch
+        torch.set_num_threads(1)
+        tf = torch_per_example_grads(torch)
+        got = tf(p, X, Y)
+        for k in ref:
+            assert np.allclose(got[k], ref[k], rtol=1e-12, atol=1e-14), k
+        rows.append(("torch.func.vmap(grad), 1 thread",
+                     _best(lambda: tf(p, X, Y), repeat=20)))
     except ImportError:
         pass
     for name, t in rows:

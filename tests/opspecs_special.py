@@ -2,7 +2,8 @@
 normal-distribution and Bessel functions, and of tapead.scipy.stats.
 
 Shape parameters and Bessel orders are constants in the bodies (tapead has
-no derivative in them).  JAX lacks some of these functions: the body then
+no derivative in them), except the incomplete gamma and beta functions'
+(rows ``*_a``, ``*_b``, ``gammainc_ax``, ``betainc_abx``).  JAX lacks some of these functions: the body then
 uses an identity JAX has (``rgamma = 1 / gamma``), or the row is listed in
 ``NO_JAX`` (no comparison with JAX, the finite-difference checks still run).
 """
@@ -48,8 +49,19 @@ ARRAY_OPS = [
     A("gammainc_x", lambda m, x: SP(m).gammainc(1.7, x), *UNARY, domain=(POS,)),
     A("gammaincc_x", lambda m, x: SP(m).gammaincc(2.2, x), *UNARY,
       domain=(POS,)),
+    # the shape parameter: x = 2.3 puts a in (0.1, 3) on both sides of the
+    # series / continued-fraction switch (x < a + 1)
+    A("gammainc_a", lambda m, a: SP(m).gammainc(a, 2.3), *UNARY, domain=(POS,)),
+    A("gammaincc_a", lambda m, a: SP(m).gammaincc(a, 4.5), *UNARY, domain=(POS,)),
+    A("gammainc_ax", lambda m, a, x: SP(m).gammainc(a, x), *BIN, domain=(POS, POS)),
     A("betainc_x", lambda m, x: SP(m).betainc(2.5, 1.5, x), *UNARY,
       domain=(Interval(0.1, 0.9),)),
+    # x = 0.55 puts a, b in (0.1, 3) on both sides of the switch to 1 - I_{1-x}(b, a)
+    A("betainc_a", lambda m, a: SP(m).betainc(a, 1.5, 0.55), *UNARY, domain=(POS,)),
+    A("betainc_b", lambda m, b: SP(m).betainc(2.5, b, 0.55), *UNARY, domain=(POS,)),
+    A("betainc_abx", lambda m, a, b, x: SP(m).betainc(a, b, x),
+      ("scalar", ((), (), ())), ("bcast", ((2, 1), (3,), (2, 3))),
+      domain=(POS, POS, Interval(0.1, 0.9))),
     # error-function inverses, the normal distribution function
     A("erfinv", lambda m, x: SP(m).erfinv(x), *UNARY, domain=(Interval(-0.9, 0.9),)),
     A("erfcinv", lambda m, x: -SP(m).ndtri(0.5 * x) / math.sqrt(2.0) if _jax(m)
@@ -75,8 +87,10 @@ ARRAY_OPS = [
     A("kv", lambda m, x: SP(m).kv(1.5, x), *UNARY, domain=(Interval(0.3, 3.0),)),
 ]
 
-#: rows without a JAX counterpart (JAX has no iv, ive, jv, yv, kv, j0, j1, y0, y1)
-NO_JAX = {"j0", "j1", "y0", "y1", "iv", "iv_int_order", "ive", "jv", "yv", "kv"}
+#: rows without a JAX counterpart (JAX has no iv, ive, jv, yv, kv, j0, j1, y0, y1,
+#: and refuses betainc's derivatives in a and b)
+NO_JAX = {"j0", "j1", "y0", "y1", "iv", "iv_int_order", "ive", "jv", "yv", "kv",
+          "betainc_a", "betainc_b", "betainc_abx"}   # JAX: no betainc derivative in a, b
 
 # tapead.scipy.stats (scipy.stats / jax.scipy.stats for the peers)
 X3 = (("scalar", ((), (), ())), ("array", ((2, 3), (2, 3), (2, 3))),

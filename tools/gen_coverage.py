@@ -112,9 +112,7 @@ def scipy_special_rows():
         if isinstance(f, np.ufunc):
             if f in UFUNCS:
                 note = tsp.NOTES.get(name, "")
-                if note:
-                    note += " (a traced one is refused)"
-                elif _zero_derivative(UFUNCS[f]):
+                if not note and _zero_derivative(UFUNCS[f]):
                     note = "derivative zero (piecewise constant)"
                 rows.append((name, DIFF, note))
             else:

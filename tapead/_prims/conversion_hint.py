@@ -8,10 +8,20 @@ differentiable function to call instead.  The scipy function is found on the
 Python call stack: the outermost frame of the block of scipy frames that
 leads to the conversion (a decorator's wrapper is looked through by the
 function it wraps).
+
+A numpy function called on a Python list of tracers (``np.mean([x, y])``)
+converts the list itself: numpy dispatches on arrays (``__array_function__``),
+not on what a list holds, so tapead never sees the call and the numpy code
+ends by converting a tracer to a float.  The message then names the numpy
+function, ``np.stack`` and, when there is one, the tapead.numpy function.
 """
 from __future__ import annotations
 
 import sys
+
+import numpy as np
+
+from tapead._core import Box
 
 #: scipy subpackage -> {scipy function name: the tapead function to call instead}
 SCIPY_EQUIVALENTS = {
@@ -102,14 +112,51 @@ NUMPY_HINTS = {
         "np.r_ / np.c_ convert their entries to numpy arrays before tapead can see "
         "them (index tricks have no dispatch hook); use tapead.numpy.r_ / "
         "tapead.numpy.c_, or np.concatenate / np.stack",
-    ("numpy._core._methods", "_mean"):
-        "np.mean of a Python list of traced values converts the result to a numpy "
-        "float; pass np.stack(values) (an array), or call tapead.numpy.mean",
-    ("numpy._core._methods", "_var"):
-        "np.var / np.std of a Python list of traced values convert the list to a "
-        "numpy array; pass np.stack(values) (an array), or call tapead.numpy.var / "
-        "tapead.numpy.std",
 }
+
+
+#: numpy functions whose tapead.numpy namesake takes a list of tracers (a test
+#: checks that each does, with the values and gradients of the stacked array)
+LIST_EQUIVALENTS = ("mean", "var", "std")
+
+
+def _holds_tracer(items) -> bool:
+    """Whether a (nested) list, tuple or object array holds a tracer; an
+    explicit stack."""
+    stack = [items]
+    while stack:
+        top = stack.pop()
+        for v in (top.flat if isinstance(top, np.ndarray) else top):
+            if isinstance(v, Box):
+                return True
+            if isinstance(v, (list, tuple)) or _is_object_array(v):
+                stack.append(v)
+    return False
+
+
+def _is_object_array(v) -> bool:
+    return isinstance(v, np.ndarray) and v.dtype == object
+
+
+def _list_hint(frame):
+    """The hint when ``frame`` (the outermost numpy frame) runs a numpy function
+    whose first argument is a Python list or tuple holding tracers, or None."""
+    code = frame.f_code
+    if code.co_argcount == 0:
+        return None
+    first = frame.f_locals.get(code.co_varnames[0])   # numpy may have converted it
+    if not (isinstance(first, (list, tuple)) or _is_object_array(first)) or \
+            not _holds_tracer(first):
+        return None
+    module = _module_of(frame)
+    name = ("np.linalg." if module.startswith("numpy.linalg") else "np.") + code.co_name
+    tapead_fn = (f", or call tapead.numpy.{code.co_name} (it takes the list)"
+                 if module.split(".")[1] != "linalg" and code.co_name in LIST_EQUIVALENTS
+                 else "")
+    return (f"{name} of a Python list (or object array) of traced values converts it "
+            "to a numpy array before tapead sees the call (numpy dispatches on arrays "
+            "and tracers, not on what a list holds); pass np.stack(values) (a traced "
+            f"array) instead{tapead_fn}")
 
 
 def _numpy_hint():
@@ -117,13 +164,16 @@ def _numpy_hint():
     plain Python objects (np.r_, np.mean of a list), or None."""
     frame = sys._getframe(2)
     depth = 0
+    outer = None
     while frame is not None and depth < _STACK_LIMIT and \
             _module_of(frame).split(".")[0] in ("tapead", "numpy"):
         hint = NUMPY_HINTS.get((_module_of(frame), frame.f_code.co_name))
         if hint is not None:
             return hint
+        if _module_of(frame).startswith("numpy"):
+            outer = frame
         frame, depth = frame.f_back, depth + 1
-    return None
+    return None if outer is None else _list_hint(outer)
 
 
 def array_message(generic: str) -> str:

@@ -5,9 +5,13 @@ functions and the normal distribution's ``ndtr`` family (exported by
 All are scipy ufuncs: importing this module registers them in the ufunc
 table, so ``scipy.special.ndtr(tracer)`` records like
 ``tapead.scipy.special.ndtr(tracer)``.  Every rule is written with tapead
-operations, so it differentiates again.  The incomplete functions
-(``gammainc``, ``gammaincc``, ``betainc``) have derivatives in ``x`` only:
-a traced shape parameter is refused (as in JAX for ``betainc``).
+operations, so it differentiates again.  The incomplete gamma functions
+(``gammainc``, ``gammaincc``) have derivatives in ``x`` at every order and in
+the shape parameter ``a`` up to order 3 (a series or a continued fraction
+differentiated in ``a``: ``gamma_kernel.py``), mixed ones included; a higher
+order in ``a`` is refused.  ``betainc`` has them in ``x`` and in ``a`` and
+``b`` up to order 3 in (a, b) together (a continued fraction on two-variable
+jets: ``beta_kernel.py``); JAX has neither ``a``'s nor ``b``'s.
 """
 from __future__ import annotations
 
@@ -18,16 +22,19 @@ import scipy.special as sps
 
 from tapead._core import Box, bind, concrete
 from tapead._prims import elementwise as ew
+from tapead._prims import beta_kernel, gamma_kernel
 from tapead._prims.base import Primitive, defelementwise, defzero
 from tapead._prims.elementwise import exp, unbroadcast
-from tapead._prims.special import digamma, gammaln, keep_float_dtype, xlog1py, xlogy
+from tapead._prims.special import (digamma, gammaln, keep_float_dtype, polygamma, xlog1py,
+                                   xlogy)
 from tapead.errors import NonDifferentiableError
 
 SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2.0
 INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 SQRT_2PI = math.sqrt(2.0 * math.pi)
 
-#: scipy.special name -> what tapead does not differentiate (the coverage page reads it)
+#: scipy.special name -> what tapead does not differentiate, as the coverage page
+#: prints it
 NOTES: dict = {}
 
 
@@ -49,7 +56,8 @@ def ufunc_primitive(name, ufunc, partials, argnames):
     prim.nondiff_args = frozenset(refused)
     if refused:
         defelementwise(prim, args=[k for k, d in enumerate(partials) if d is not None])
-        NOTES[name] = "no derivative in " + ", ".join(argnames[k] for k in refused)
+        NOTES[name] = ("no derivative in " + ", ".join(argnames[k] for k in refused)
+                       + " (a traced one is refused)")
     else:
         defelementwise(prim)
 
@@ -69,7 +77,7 @@ def ufunc_primitive(name, ufunc, partials, argnames):
         return bind(prim, *args)
     func.__name__ = func.__qualname__ = name
     func.__doc__ = (f"``scipy.special.{name}({', '.join(argnames)})``, elementwise"
-                    + (f"; {NOTES[name]} (a traced one is refused)." if refused else
+                    + (f"; {NOTES[name]}." if refused else
                        ", with derivatives in every argument."))
     func.prim = prim
     ew.BY_NAME[name] = func
@@ -132,13 +140,120 @@ def _gammainc_dx(ans, a, x):
     return exp(xlogy(a - 1.0, x) - x - _weak(gammaln(a)))
 
 
-gammainc = ufunc_primitive("gammainc", sps.gammainc, [None, _gammainc_dx], ("a", "x"))
+# derivatives in a: (d/da)^k gammainc(a, x), k = 1 .. gamma_kernel.MAX_ORDER ---------
+def _gammainc_da_impl(a, x, order):
+    return np.asarray(gamma_kernel.gammainc_da(a, x, order),
+                      dtype=np.result_type(a, x, 1.0))[()]
+
+
+def _density_da(a, x, order):
+    """(d/da)^order of the gamma density exp(h), h = (a-1) log x - x - gammaln(a):
+    d/dx of (d/da)^order gammainc, written with tapead operations (``a`` may be
+    traced: the rule of the next order in a)."""
+    h = [None, ew.log(x) - digamma(a)] + [-polygamma(j - 1, a) for j in range(2, order + 1)]
+    return _gammainc_dx(None, a, x) * gamma_kernel.exp_ratios(h)[order]
+
+
+gammainc_da_p = Primitive("gammainc_da", _gammainc_da_impl, elementwise=True)
+gammainc_da_p.defvjp(
+    lambda g, ans, a, x, order: unbroadcast(a, g * gammainc_da(a, x, order + 1)),
+    lambda g, ans, a, x, order: unbroadcast(x, g * _density_da(a, x, order)))
+gammainc_da_p.defjvp(lambda t, ans, a, x, order: t * gammainc_da(a, x, order + 1),
+                     lambda t, ans, a, x, order: t * _density_da(a, x, order))
+defelementwise(gammainc_da_p)
+
+
+def gammainc_da(a, x, order=1):
+    """``(d/da)^order scipy.special.gammainc(a, x)`` (elementwise), differentiable
+    in ``a`` and ``x`` up to ``gamma_kernel.MAX_ORDER`` derivatives in ``a`` in
+    all; refuses a higher order, and ``a <= 0`` (where gammainc is not defined
+    on both sides of ``a``)."""
+    if order > gamma_kernel.MAX_ORDER:
+        raise NonDifferentiableError(
+            f"scipy.special.gammainc/gammaincc: tapead differentiates them at most "
+            f"{gamma_kernel.MAX_ORDER} times in 'a' (this asks for derivative {order} in "
+            "a); pass a as a constant, or wrap the call in ta.custom_jvp")
+    ac = np.asarray(concrete(a))
+    if np.any(ac <= 0):
+        raise NonDifferentiableError(
+            "scipy.special.gammainc/gammaincc: no derivative in 'a' at a <= 0 (the "
+            f"functions are defined for a > 0 only; got a={float(ac.min())!r}); pass a > 0")
+    if isinstance(a, Box) or isinstance(x, Box):
+        return bind(gammainc_da_p, a, x, order=order)
+    return _gammainc_da_impl(a, x, order)
+
+
+gammainc = ufunc_primitive("gammainc", sps.gammainc,
+                           [lambda ans, a, x: gammainc_da(a, x), _gammainc_dx], ("a", "x"))
 gammaincc = ufunc_primitive("gammaincc", sps.gammaincc,
-                            [None, lambda ans, a, x: -_gammainc_dx(ans, a, x)], ("a", "x"))
+                            [lambda ans, a, x: -gammainc_da(a, x),
+                             lambda ans, a, x: -_gammainc_dx(ans, a, x)], ("a", "x"))
+NOTES["gammainc"] = NOTES["gammaincc"] = (
+    f"derivatives in a up to order {gamma_kernel.MAX_ORDER} (a higher one is refused)")
+
+
+# derivatives in a and b: (d/da)^na (d/db)^nb betainc(a, b, x) ------------------------
+def _betainc_dx(ans, a, b, x):
+    """The beta density x^(a-1) (1-x)^(b-1) / B(a, b)."""
+    return exp(xlogy(a - 1.0, x) + xlog1py(b - 1.0, -x) - _weak(betaln(a, b)))
+
+
+def _betainc_dab_impl(a, b, x, na, nb):
+    return np.asarray(beta_kernel.betainc_dab(a, b, x, na, nb),
+                      dtype=np.result_type(a, b, x, 1.0))[()]
+
+
+def _beta_density_dab(a, b, x, na, nb):
+    """(d/da)^na (d/db)^nb of the beta density (d/dx of the primitive), with
+    tapead operations (``a``, ``b`` may be traced)."""
+    h = beta_kernel.log_beta_jet(a, b, na, nb, polygamma=polygamma)
+    if (1, 0) in h:
+        h[1, 0] = h[1, 0] + ew.log(x)
+    if (0, 1) in h:
+        h[0, 1] = h[0, 1] + ew.log1p(-x)
+    return _betainc_dx(None, a, b, x) * beta_kernel.exp2_ratios(h)[na, nb]
+
+
+betainc_dab_p = Primitive("betainc_dab", _betainc_dab_impl, elementwise=True)
+betainc_dab_p.defvjp(
+    lambda g, ans, a, b, x, na, nb: unbroadcast(a, g * betainc_dab(a, b, x, na + 1, nb)),
+    lambda g, ans, a, b, x, na, nb: unbroadcast(b, g * betainc_dab(a, b, x, na, nb + 1)),
+    lambda g, ans, a, b, x, na, nb: unbroadcast(x, g * _beta_density_dab(a, b, x, na, nb)))
+betainc_dab_p.defjvp(
+    lambda t, ans, a, b, x, na, nb: t * betainc_dab(a, b, x, na + 1, nb),
+    lambda t, ans, a, b, x, na, nb: t * betainc_dab(a, b, x, na, nb + 1),
+    lambda t, ans, a, b, x, na, nb: t * _beta_density_dab(a, b, x, na, nb))
+defelementwise(betainc_dab_p)
+
+
+def betainc_dab(a, b, x, na, nb):
+    """``(d/da)^na (d/db)^nb scipy.special.betainc(a, b, x)`` (elementwise), up to
+    ``beta_kernel.MAX_ORDER`` derivatives in a and b in all; refuses a higher
+    order, and a <= 0 or b <= 0."""
+    if na + nb > beta_kernel.MAX_ORDER:
+        raise NonDifferentiableError(
+            f"scipy.special.betainc: tapead differentiates it at most "
+            f"{beta_kernel.MAX_ORDER} times in 'a' and 'b' together (this asks for "
+            f"{na} in a and {nb} in b); pass a and b as constants, or wrap the call in "
+            "ta.custom_jvp")
+    for name, v in (("a", a), ("b", b)):
+        vc = np.asarray(concrete(v))
+        if np.any(vc <= 0):
+            raise NonDifferentiableError(
+                f"scipy.special.betainc: no derivative in {name!r} at {name} <= 0 (the "
+                f"function is defined for a, b > 0 only; got {name}={float(vc.min())!r}); "
+                f"pass {name} > 0")
+    if isinstance(a, Box) or isinstance(b, Box) or isinstance(x, Box):
+        return bind(betainc_dab_p, a, b, x, na=na, nb=nb)
+    return _betainc_dab_impl(a, b, x, na, nb)
+
+
 betainc = ufunc_primitive(
     "betainc", sps.betainc,
-    [None, None, lambda ans, a, b, x: exp(xlogy(a - 1.0, x) + xlog1py(b - 1.0, -x)
-                                          - _weak(sps.betaln(a, b)))], ("a", "b", "x"))
+    [lambda ans, a, b, x: betainc_dab(a, b, x, 1, 0),
+     lambda ans, a, b, x: betainc_dab(a, b, x, 0, 1), _betainc_dx], ("a", "b", "x"))
+NOTES["betainc"] = (f"derivatives in a, b up to order {beta_kernel.MAX_ORDER} "
+                    "(a higher one is refused)")
 
 # error function inverses and the normal distribution ------------------------
 erfinv = _unary("erfinv", sps.erfinv, lambda x, a: SQRT_PI_OVER_2 * exp(a * a))

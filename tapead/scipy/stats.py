@@ -8,8 +8,9 @@ Each distribution is a namespace of functions with JAX's signatures
 ``loc``, ``scale`` and the shape parameters of the densities, every order.
 The distribution functions of ``gamma``, ``chi2`` and ``beta`` go through
 the regularized incomplete gamma and beta functions, which tapead
-differentiates in ``x`` only: a traced shape parameter there is refused
-(``NonDifferentiableError``).  ``scipy.stats.norm.logpdf(tracer)`` itself
+differentiates in ``x`` at every order and in the shape parameters up to
+order 3 (``NonDifferentiableError`` beyond; JAX has the first derivative in
+``gamma``'s ``a`` and none in ``beta``'s).  ``scipy.stats.norm.logpdf(tracer)`` itself
 cannot see a traced value (scipy converts it to an array): call these.
 
 >>> import numpy as np, tapead as ta
