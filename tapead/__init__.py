@@ -5,8 +5,7 @@
 2.5403023058681398
 """
 from tapead import _core  # noqa: F401
-from tapead import _prims  # noqa: F401  (registers the rules with the core)
-from tapead import numpy  # noqa: F401
+from tapead import numpy  # noqa: F401  (its protocol installs the rules into the core)
 from tapead._core import Tape, Tracer, Dual  # noqa: F401
 from tapead._tree import tree_flatten, tree_unflatten, tree_map  # noqa: F401
 from tapead import tree_util  # noqa: F401

@@ -14,7 +14,8 @@ from typing import Sequence, Tuple, Union
 
 import numpy as np
 
-from tapead import _core, _prims  # noqa: F401  (_prims installs the rules)
+from tapead import _core
+from tapead.numpy import _protocol  # noqa: F401  (installs the numpy protocol of boxes)
 from tapead._core import Box, Dual, Tape, Tracer
 from tapead._prims.construct import pack_objects
 from tapead._tree import tree_flatten, tree_unflatten

@@ -11,7 +11,7 @@ from typing import Callable, Sequence, Union
 
 import numpy as np
 
-from tapead import _core, _prims  # noqa: F401  (_prims installs the rules)
+from tapead import _core
 from tapead._core import Box, Dual, ForwardTrace, Tracer
 from tapead._prims.elementwise import stop_gradient  # noqa: F401  (re-exported)
 from tapead._tree import tree_flatten, tree_unflatten

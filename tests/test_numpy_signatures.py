@@ -1,5 +1,5 @@
 """Every numpy function that dispatches to tapead accepts numpy's parameter
-names: the tapead implementation (``tapead._prims.FUNCTIONS``) takes numpy's
+names: the tapead implementation (``tapead.numpy._protocol.FUNCTIONS``) takes numpy's
 positional parameters in numpy's order under numpy's names, and each of
 numpy's keyword parameters by name (or through ``**kwargs``), so code written
 against numpy's documentation runs unchanged on traced values.  Exceptions
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tapead as ta
-from tapead._prims import FUNCTIONS
+from tapead.numpy._protocol import FUNCTIONS
 
 P = inspect.Parameter
 POSITIONAL = (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)

@@ -2,7 +2,7 @@
 """Write docs/coverage.md: every public function of numpy, numpy.linalg,
 numpy.fft, scipy.special, scipy.stats (the distributions jax.scipy.stats
 offers) and scipy.linalg, with its status in tapead, read from tapead's
-registry (``tapead._prims.FUNCTIONS`` and ``UFUNCS``, ``tapead.scipy.*``).
+registry (``tapead.numpy._protocol.FUNCTIONS`` and ``UFUNCS``, ``tapead.scipy.*``).
 
     python tools/gen_coverage.py            write docs/coverage.md
     python tools/gen_coverage.py --check    exit 1 if docs/coverage.md is stale
@@ -76,7 +76,7 @@ def _public_callables(module, names):
 
 def numpy_rows(module, prefix):
     """(name, status, note) for the array functions of a numpy module."""
-    from tapead._prims import FUNCTIONS, UFUNCS, VALUE_UFUNCS
+    from tapead.numpy._protocol import FUNCTIONS, UFUNCS, VALUE_UFUNCS
     rows = []
     for name, f in _public_callables(module, module.__all__):
         if isinstance(f, np.ufunc):
@@ -106,7 +106,7 @@ def scipy_special_rows():
     import scipy.special as sps
 
     import tapead.scipy.special as tsp
-    from tapead._prims import UFUNCS
+    from tapead.numpy._protocol import UFUNCS
     rows = []
     for name, f in _public_callables(sps, sps.__all__):
         if isinstance(f, np.ufunc):

@@ -12,7 +12,6 @@ Derivative chain: ``gammaln' = digamma``, ``digamma' = polygamma(1, .)``,
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 import scipy.special as sps
@@ -183,16 +182,10 @@ def softmax(x, axis=None):
     return exp(log_softmax(x, axis=axis))
 
 
-_SCIPY_UFUNCS = {sps.digamma: digamma, sps.gammaln: gammaln, sps.gamma: gamma,
+#: scipy ufuncs this module implements for tracers
+UFUNCS = {sps.digamma: digamma, sps.gammaln: gammaln, sps.gamma: gamma,
                  sps.erf: erf, sps.erfc: erfc, sps.logit: logit, sps.expit: expit,
                  sps.xlogy: xlogy, sps.xlog1py: xlog1py}
-ew.UFUNCS.update(_SCIPY_UFUNCS)
-# tapead._prims copies ew.UFUNCS when it is imported; if that already happened
-# (this module imported late), update its copy too
-_pkg = sys.modules.get("tapead._prims")
-if _pkg is not None and isinstance(getattr(_pkg, "UFUNCS", None), dict):
-    _pkg.UFUNCS.update(_SCIPY_UFUNCS)
-del _pkg
 
 #: numpy functions (NEP 18): none (scipy.special's ufuncs dispatch through the ufunc table)
 NUMPY_FUNCTIONS: dict = {}

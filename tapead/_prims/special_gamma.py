@@ -38,6 +38,10 @@ SQRT_2PI = math.sqrt(2.0 * math.pi)
 NOTES: dict = {}
 
 
+#: scipy ufuncs implemented here (and by the factory below, in tapead._prims.bessel)
+UFUNCS: dict = {}
+
+
 def ufunc_primitive(name, ufunc, partials, argnames):
     """A primitive for the scipy ufunc ``ufunc`` and its user-facing function.
 
@@ -81,7 +85,7 @@ def ufunc_primitive(name, ufunc, partials, argnames):
                        ", with derivatives in every argument."))
     func.prim = prim
     ew.BY_NAME[name] = func
-    ew.UFUNCS[ufunc] = func
+    UFUNCS[ufunc] = func
     return func
 
 
@@ -104,7 +108,7 @@ def gammasgn(x):
 
 
 ew.BY_NAME["gammasgn"] = gammasgn
-ew.UFUNCS[sps.gammasgn] = gammasgn
+UFUNCS[sps.gammasgn] = gammasgn
 
 
 def _weak(c):

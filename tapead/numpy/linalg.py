@@ -16,8 +16,8 @@ from tapead._prims.linalg import (  # noqa: F401
     det, inv, lstsq, matmul, outer, pinv, slogdet, solve)
 from tapead._prims.linalg_decomp import (  # noqa: F401
     cholesky, eig, eigh, eigvals, eigvalsh, qr, svd, svdvals)
-from tapead._prims.numpy_extra import matrix_power, multi_dot  # noqa: F401
-from tapead._prims.norms import norm  # noqa: F401
+from tapead.compositions.numpy_extra import matrix_power, multi_dot  # noqa: F401
+from tapead.compositions.norms import norm  # noqa: F401
 
 __all__ = ["LinAlgError", "cholesky", "det", "diagonal", "eig", "eigh", "eigvals", "eigvalsh",
            "inv", "lstsq", "matmul", "matrix_power", "multi_dot", "matrix_transpose", "norm",

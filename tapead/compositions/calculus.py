@@ -13,7 +13,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from tapead._core import Box, concrete, shape_of
 from tapead._prims.elementwise import astype
-from tapead._prims.misc import _along, diff
+from tapead.compositions.misc import _along, diff
 from tapead._prims.reductions import sum as _sum
 from tapead._prims.shape import concatenate, reshape
 from tapead.errors import NonDifferentiableError

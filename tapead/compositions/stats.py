@@ -8,7 +8,7 @@ import numpy as np
 from tapead._core import Box, concrete, guard_value, shape_of
 from tapead._prims import elementwise as ew
 from tapead._prims.elementwise import where
-from tapead._prims.misc import _NO, _along
+from tapead.compositions.misc import _NO, _along
 from tapead._prims.reductions import max as _max, mean as _mean, min as _min, sum as _sum
 from tapead._prims.shape import moveaxis, reshape
 from tapead._prims.sorting import sort

@@ -1,9 +1,9 @@
-"""Common numpy functions that are not a family of their own.
+"""Common numpy functions that are not a family of their own, written with
+the primitives (this module defines none).
 
-* **Piecewise-constant** functions (``floor``, ``ceil``, ``rint``, ``trunc``,
-  ``fix``, ``round``, ``heaviside``) are primitives whose derivative is zero:
-  their VJP and JVP rules return ``None``, so no cotangent or tangent flows,
-  while a recorded tape still recomputes them on replay.
+* the **piecewise-constant** primitives (``floor``, ``ceil``, ``rint``,
+  ``trunc``, ``fix``, ``round``, ``heaviside``) are in ``tapead._prims.piecewise``
+  and re-exported here;
 * **Constants from shapes** (``zeros_like``...) return plain arrays of the
   traced value's shape and dtype; ``full_like`` with a traced fill value is
   differentiable in it.
@@ -23,11 +23,11 @@ import math
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete, guard_value, shape_of
-from tapead._prims import elementwise as ew
-from tapead import patterns
-from tapead._prims.base import Primitive, defzero
-from tapead._prims.elementwise import absolute, sin, unbroadcast, where
+from tapead._core import Box, concrete, guard_value, shape_of
+from tapead._prims.piecewise import (  # noqa: F401  (re-exported)
+    _copysign_one, around, ceil, fix, floor, heaviside, rint, round, trunc)
+from tapead._prims.elementwise import absolute, sin, where
+from tapead._prims.linalg import matmul
 from tapead._prims.reductions import mean as _mean, sum as _sum
 from tapead._prims.shape import (broadcast_to, concatenate, expand_dims, moveaxis, reshape,
                                  stack)
@@ -53,100 +53,6 @@ def _arr(x):
 def _along(axis, ndim, index):
     """An index tuple selecting ``index`` along ``axis``."""
     return (slice(None),) * (axis % ndim) + (index,)
-
-
-# ---------------------------------------------------------------------------
-# piecewise-constant functions: derivative zero, recomputed on replay
-# ---------------------------------------------------------------------------
-
-def _zero_derivative(name, npfunc, ufunc=None):
-    """A one-argument primitive with derivative zero (VJP/JVP return None)."""
-    prim = Primitive(name, npfunc, saves=())
-    prim.defvjp(lambda g, ans, x, **p: None)
-    prim.defjvp(lambda t, ans, x, **p: None)
-    defzero(prim)                            # no tangent, empty pattern
-
-    def func(x, **params):
-        if isinstance(x, Box):
-            return bind(prim, x, **params)
-        return npfunc(x, **params)
-    func.__name__ = func.__qualname__ = name
-    func.__doc__ = (f"``np.{name}``; on traced values its derivative is zero (it is "
-                    "piecewise constant) and a recorded tape recomputes it on replay.")
-    func.prim = prim
-    if ufunc is not None:
-        ew.UFUNCS[ufunc] = func
-    return func
-
-
-floor = _zero_derivative("floor", np.floor, np.floor)
-ceil = _zero_derivative("ceil", np.ceil, np.ceil)
-rint = _zero_derivative("rint", np.rint, np.rint)
-trunc = _zero_derivative("trunc", np.trunc, np.trunc)
-_fix = _zero_derivative("fix", np.fix)
-_round = _zero_derivative("round", np.round)
-_copysign_one = _zero_derivative("copysign_one", lambda y: np.copysign(1.0, y))
-
-
-def fix(x, out=None):
-    """``np.fix`` (round towards zero); derivative zero."""
-    if out is not None:
-        if _box(x):
-            raise TypeError("np.fix(..., out=...) cannot write a traced value into an "
-                            "array; assign the result instead")
-        return np.fix(x, out=out)
-    return _fix(x)
-
-
-def round(a, decimals=0, out=None):  # noqa: A001
-    """``np.round`` / ``np.around`` (half to even); derivative zero."""
-    if not _box(a):
-        return np.round(a, decimals=decimals, out=out)
-    if out is not None:
-        raise TypeError("np.round(..., out=...) cannot write a traced value into an "
-                        "array; assign the result instead")
-    return _round(a, decimals=int(decimals))
-
-
-around = round
-
-
-# heaviside(x, h0): zero derivative in x; h0 where x == 0 (as JAX's where-based rule)
-def _at_zero(x):
-    return concrete(x) == 0
-
-
-heaviside_p = Primitive("heaviside", np.heaviside, saves=(0,))
-heaviside_p.defvjp(lambda g, ans, x, h0: None,
-                   lambda g, ans, x, h0: unbroadcast(h0, where(_at_zero(x), g, 0.0 * g)))
-heaviside_p.defjvp(lambda t, ans, x, h0: None,
-                   lambda t, ans, x, h0: broadcast_to(where(_at_zero(x), t, 0.0 * t),
-                                                      np.shape(ans)))
-
-
-def _heaviside_batched(tans, ans, vals, params, K):
-    t = tans[1]
-    if t is None:
-        return None
-    shape = (K,) + np.shape(ans)
-    t = reshape(t, (K,) + (1,) * (len(shape) - 1 - np.ndim(vals[1])) + np.shape(vals[1]))
-    return broadcast_to(where(_at_zero(vals[0]), t, 0.0 * t), shape)
-
-
-heaviside_p.defbatched(_heaviside_batched)
-# no dependence on x; elementwise in h0 (only where x == 0, which moves with x)
-heaviside_p.defsparsity(patterns.elementwise_in(1))
-
-
-def heaviside(x, h0):
-    """``np.heaviside``: zero derivative in ``x``; the derivative in ``h0`` is 1
-    where ``x == 0``."""
-    if _box(x, h0):
-        return bind(heaviside_p, x, h0)
-    return np.heaviside(x, h0)
-
-
-ew.UFUNCS[np.heaviside] = heaviside
 
 
 # ---------------------------------------------------------------------------
@@ -257,7 +163,6 @@ def sinc(x):
 
 UFUNCS = {np.remainder: remainder, np.fmod: fmod, np.copysign: copysign,
           np.deg2rad: deg2rad, np.rad2deg: rad2deg}
-ew.UFUNCS.update(UFUNCS)
 
 
 # ---------------------------------------------------------------------------
@@ -480,7 +385,6 @@ def convolve(a, v, mode="full"):
     """
     if not _box(a, v):
         return np.convolve(a, v, mode=mode)
-    from tapead._prims.linalg import matmul  # local: traced values only
     a, v = _arr(a), _arr(v)
     if mode not in ("full", "same", "valid"):
         raise ValueError(f"mode must be one of 'full', 'same', or 'valid' (got {mode!r})")
@@ -556,7 +460,7 @@ def _value_predicate(name, ufunc):
         return _decided(ufunc, (x,), {}, f"an {name}" if name[0] in "ai" else f"a {name}")
     func.__name__ = func.__qualname__ = name
     func.__doc__ = f"``np.{name}`` of the value: plain booleans (guarded on replay)."
-    ew.UFUNCS[ufunc] = func
+    UFUNCS[ufunc] = func
     return func
 
 
@@ -573,15 +477,12 @@ def searchsorted(a, v, side="left", sorter=None):
                     "a searchsorted")
 
 
-UFUNCS.update({np.floor: floor, np.ceil: ceil, np.rint: rint, np.trunc: trunc,
-               np.heaviside: heaviside, np.radians: deg2rad, np.degrees: rad2deg,
+UFUNCS.update({np.radians: deg2rad, np.degrees: rad2deg,
                np.isfinite: isfinite, np.isnan: isnan, np.isinf: isinf,
                np.signbit: signbit})
-ew.UFUNCS.update(UFUNCS)
 
 #: numpy functions (NEP 18) this module implements for tracers
 NUMPY_FUNCTIONS = {
-    np.round: round, np.around: around, np.fix: fix,
     np.zeros_like: zeros_like, np.ones_like: ones_like, np.empty_like: empty_like,
     np.full_like: full_like,
     np.sinc: sinc, np.diff: diff, np.average: average, np.linspace: linspace,
@@ -591,7 +492,7 @@ NUMPY_FUNCTIONS = {
     np.array_equiv: array_equiv, np.searchsorted: searchsorted,
 }
 #: methods of traced arrays : name -> function(x, *args, **kw)
-TRACER_METHODS = {"round": round, "searchsorted": searchsorted}
+TRACER_METHODS = {"searchsorted": searchsorted}
 #: public names re-exported by tapead.numpy
 __all__ = ["floor", "ceil", "rint", "trunc", "fix", "round", "around", "heaviside",
            "zeros_like", "ones_like", "empty_like", "full_like",

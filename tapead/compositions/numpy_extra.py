@@ -17,6 +17,9 @@ import numpy as np
 
 from tapead._core import Box, concrete, guard_value, is_complex
 from tapead._prims import elementwise as ew
+from tapead._prims import reductions as red
+from tapead._prims.linalg import inv, matmul
+from tapead._prims.sorting import permute
 from tapead._prims.shape import (concatenate, expand_dims, flip, moveaxis, ravel, reshape,
                                  split, stack, transpose)
 
@@ -214,7 +217,6 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
     permutation of ``a``; the derivative moves with it)."""
     if not _box(a):
         return np.partition(a, kth, axis=axis, kind=kind, order=order)
-    from tapead._prims.sorting import permute  # cycle: _prims.sorting -> here
     if order is not None:
         raise TypeError("partition(..., order=...) sorts structured arrays; traced values "
                         "are plain float arrays: drop order=")
@@ -251,7 +253,6 @@ def matrix_power(a, n):
     """
     if not _box(a):
         return np.linalg.matrix_power(a, n)
-    from tapead._prims.linalg import inv, matmul  # cycle: _prims.linalg -> here
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
         raise TypeError("matrix_power: the exponent must be an integer")
     shape = np.shape(a)
@@ -313,7 +314,6 @@ def multi_dot(arrays, *, out=None):
     if not _box(*arrays):
         return np.linalg.multi_dot(arrays, out=out)
     _no_out("multi_dot", out)
-    from tapead._prims.linalg import matmul  # cycle: _prims.linalg -> here
     n = len(arrays)
     if n < 2:
         raise ValueError("multi_dot: expecting at least two arrays")
@@ -416,7 +416,6 @@ def _fold(f, x, axis, initial):
 def ufunc_reduce(ufunc, f, x, axis=0, dtype=None, out=None, keepdims=False,
                  initial=np._NoValue, where=True):
     """``ufunc.reduce`` of a differentiable binary ufunc on a traced value."""
-    from tapead._prims import reductions as red  # cycle: _prims.reductions -> here
     name = f"np.{ufunc.__name__}.reduce"
     _no_out(name, out, {"dtype": dtype})
     if where is not True:
@@ -444,7 +443,6 @@ def ufunc_reduce(ufunc, f, x, axis=0, dtype=None, out=None, keepdims=False,
 
 def ufunc_accumulate(ufunc, f, x, axis=0, dtype=None, out=None):
     """``ufunc.accumulate`` of a differentiable binary ufunc on a traced value."""
-    from tapead._prims import reductions as red  # cycle: _prims.reductions -> here
     name = f"np.{ufunc.__name__}.accumulate"
     _no_out(name, out, {"dtype": dtype})
     nd = np.ndim(x)
