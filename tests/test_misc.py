@@ -1,4 +1,4 @@
-"""Tests of tapead/_prims/misc.py beyond the op-spec rows (tests/opspecs_misc.py):
+"""Tests of tapead/compositions/misc.py (and tapead/_prims/piecewise.py) beyond the op-spec rows (tests/opspecs_misc.py):
 zero-derivative functions and their replay, constants from shapes, predicates,
 searchsorted's guard, sinc at its removable singularity, interp against finite
 differences and JAX, median at even and odd lengths, the NaN reductions, and

@@ -1,4 +1,4 @@
-"""tapead/_prims/numpy_extra.py and the numpy functions completed with it:
+"""tapead/compositions/numpy_extra.py and the numpy functions completed with it:
 the op-spec rows (tests/opspecs_numpy_extra.py) check the derivatives; here
 real_if_close (JAX has no row for it), plain inputs, the guards that a
 replayed tape re-checks, and the error messages."""
