@@ -192,8 +192,9 @@ cdef void _backward_turn(void *ctx, Py_ssize_t i, const double *state) noexcept 
 def scalar_scan_checkpointed(Tape fwd, fwd_carry_in, fwd_x_in, fwd_x_cols, fwd_outs,
                              fwd_consts, Tape back, back_carry_in, back_x_in, back_x_cols,
                              back_outs, back_consts, const double[:, ::1] xs,
-                             const double[::1] carry0, double[::1] adjoint,
-                             double[:, ::1] ys, const Py_ssize_t[::1] steps, Py_ssize_t s):
+                             const double[::1] params, const double[::1] carry0,
+                             double[::1] adjoint, double[:, ::1] ys,
+                             const Py_ssize_t[::1] steps, Py_ssize_t s):
     """Reverse mode through a scan from at most ``s`` stored carries, in C.
 
     The primal steps are recomputed by the all-scalar tape ``fwd`` under the
@@ -209,7 +210,9 @@ def scalar_scan_checkpointed(Tape fwd, fwd_carry_in, fwd_x_in, fwd_x_cols, fwd_o
         The primal body: nc carry inputs ``fwd_carry_in``, per-step inputs
         ``fwd_x_in`` reading columns ``fwd_x_cols`` of a row of ``xs``;
         outputs ``fwd_outs`` (node ids, -1 for the constant ``fwd_consts[j]``),
-        the first nc the next carries (the others are not read).
+        the first nc the next carries (the others are not read).  A
+        negative column ``-1 - j`` reads ``params[j]`` (a parameter passed
+        whole to every step), in both bodies.
     back : Tape
         The backward body: carry inputs ``back_carry_in``, the nb adjoints
         then the nc carries entering the step; per-step inputs ``back_x_in``
@@ -218,6 +221,8 @@ def scalar_scan_checkpointed(Tape fwd, fwd_carry_in, fwd_x_in, fwd_x_cols, fwd_o
         then the ny outputs of the step.
     xs : float64 array (L, ncol)
         Step k's input row is row k.
+    params : float64 array (np,)
+        The parameters (written once, before the steps run).
     carry0 : float64 array (nc,)
         The carries entering the first executed step.
     adjoint : float64 array (nb,)
@@ -251,12 +256,14 @@ def scalar_scan_checkpointed(Tape fwd, fwd_carry_in, fwd_x_in, fwd_x_cols, fwd_o
             raise ValueError(f"scalar_scan_checkpointed: step {steps[i]} is outside [0, {L})")
     for cols in (fwd_x_cols, back_x_cols):
         for j in cols:
-            if not 0 <= j < xs.shape[1]:
+            if not -params.shape[0] <= j < xs.shape[1]:
                 raise ValueError(f"scalar_scan_checkpointed: column {j} is not in xs")
     cdef _BodyArrays fa = _BodyArrays(fwd, fwd_carry_in, fwd_x_in, fwd_x_cols, fwd_outs,
                                       fwd_consts, "scalar_scan_checkpointed")
     cdef _BodyArrays ba = _BodyArrays(back, back_carry_in, back_x_in, back_x_cols, back_outs,
                                       back_consts, "scalar_scan_checkpointed")
+    fa.write_params(params)
+    ba.write_params(params)
     cdef Py_ssize_t snaps = min(s, T) if T > 0 else 1
     cur_arr = np.zeros(max(nc, 1), dtype=np.float64)
     cur_arr[:nc] = carry0

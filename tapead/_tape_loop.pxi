@@ -39,8 +39,13 @@ cdef struct ScalarBody:
 
 
 cdef class _BodyArrays:
-    """The id arrays a ``ScalarBody`` points into (kept alive while it runs)."""
-    cdef object cin, xin, xcol, outs, outc
+    """The id arrays a ``ScalarBody`` points into (kept alive while it runs).
+
+    A step input whose column is negative, ``-1 - j``, is a parameter: it
+    reads ``params[j]`` of :meth:`write_params`, once, not a column of each
+    step's row.
+    """
+    cdef object cin, xin, xcol, outs, outc, pin, pcol
     cdef ScalarBody body
 
     def __cinit__(self, Tape tp, carry_in, x_in, x_cols, out_ids, out_consts, str who):
@@ -49,18 +54,22 @@ cdef class _BodyArrays:
             if tp.op[i] != OP_INPUT and tp.op[i] < FIRST_BINARY:
                 raise ValueError(f"{who}: node {i} of the body's tape is not a scalar node "
                                  f"(opcode {tp.op[i]}); loop over it with Tape.evaluate instead")
+        x_in, x_cols = list(x_in), list(x_cols)
+        if len(x_cols) != len(x_in) or len(out_consts) != len(out_ids):
+            raise ValueError(f"{who}: one column per step input and one constant per output")
+        per_step = [j for j in range(len(x_in)) if x_cols[j] >= 0]
+        params = [j for j in range(len(x_in)) if x_cols[j] < 0]
         self.cin = _padded(carry_in, np.intp)
-        self.xin = _padded(x_in, np.intp)
-        self.xcol = _padded(x_cols, np.intp)
+        self.xin = _padded([x_in[j] for j in per_step], np.intp)
+        self.xcol = _padded([x_cols[j] for j in per_step], np.intp)
+        self.pin = np.array([x_in[j] for j in params], dtype=np.intp)
+        self.pcol = np.array([-1 - x_cols[j] for j in params], dtype=np.intp)
         self.outs = _padded(out_ids, np.intp)
         self.outc = _padded(out_consts, np.float64)
-        nc, nx, nout = len(carry_in), len(x_in), len(out_ids)
-        if len(x_cols) != nx or len(out_consts) != nout:
-            raise ValueError(f"{who}: one column per step input and one constant per output")
-        for ids, k in ((self.cin, nc), (self.xin, nx)):
-            for i in ids[:k]:
-                if not 0 <= i < tp.n or tp.op[i] != OP_INPUT:
-                    raise ValueError(f"{who}: node {i} is not a scalar input of the tape")
+        nc, nx, nout = len(carry_in), len(per_step), len(out_ids)
+        for i in list(carry_in) + x_in:
+            if not 0 <= i < tp.n or tp.op[i] != OP_INPUT:
+                raise ValueError(f"{who}: node {i} is not a scalar input of the tape")
         for i in self.outs[:nout]:
             if i >= tp.n:
                 raise ValueError(f"{who}: output node {i} is not on the tape")
@@ -72,6 +81,15 @@ cdef class _BodyArrays:
         self.body.xcol = <const Py_ssize_t *> _data(self.xcol)
         self.body.outs = <const Py_ssize_t *> _data(self.outs)
         self.body.outc = <const double *> _data(self.outc)
+
+    cdef int write_params(self, const double[::1] params) except -1:
+        """Write the parameters into their input nodes (before the steps run)."""
+        cdef Py_ssize_t j
+        for j in range(self.pin.shape[0]):
+            if not 0 <= self.pcol[j] < params.shape[0]:
+                raise ValueError(f"parameter {self.pcol[j]} is not in params")
+            self.body.val[self.pin[j]] = params[self.pcol[j]]
+        return 0
 
 
 cdef object _padded(values, dtype):
