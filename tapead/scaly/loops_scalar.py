@@ -171,19 +171,20 @@ def run_checkpointed_steps(spec, init, trip: int, flats, seed, ys) -> Optional[L
     if fplan is None or bplan is None or trip == 0:
         return None
     L = primal.length
-    rows = np.arange(L, dtype=np.int64)
-    columns: List[np.ndarray] = [rows.astype(np.float64)]          # the step number
+    indexed = primal.index or spec.index
+    sources: List[Any] = [None] if indexed else []  # None: the step number (column 0)
     params: List[float] = []
 
     def place(flat, ttype, start, stride) -> List[int]:
+        """The columns (or parameters, ``-1 - j``) of one operand's elements."""
         where = []
         for i in range(ttype.size):
-            if stride == 0:
+            if stride == 0:                       # passed whole: a parameter
                 params.append(float(flat[start + i]))
                 where.append(-len(params))
             else:
-                columns.append(flat[start + i + rows * stride])
-                where.append(len(columns) - 1)
+                sources.append(flat[start + i::stride][:L])
+                where.append(len(sources) - 1)
         return where
 
     n_px = len(primal.xs_types)
@@ -191,7 +192,9 @@ def run_checkpointed_steps(spec, init, trip: int, flats, seed, ys) -> Optional[L
     placed = [place(f, t, start, stride) for f, t, (start, stride) in zip(flats, types, windows)]
     primal_cols = ([0] if primal.index else []) + [c for w in placed[:n_px] for c in w]
     back_cols = ([0] if spec.index else []) + [c for w in placed for c in w]
-    xs = np.ascontiguousarray(np.stack(columns, axis=1), dtype=np.float64)
+    xs = np.empty((L, len(sources)), dtype=np.float64)       # one row per step
+    for c, source in enumerate(sources):
+        xs[:, c] = np.arange(L) if source is None else source
     carry0 = np.concatenate([np.ravel(c) for c in init] + [np.zeros(0)]).astype(np.float64)
     adjoint = np.concatenate([np.ravel(g) for g in seed] + [np.zeros(0)]).astype(np.float64)
     nc, nb = carry0.size, adjoint.size
@@ -231,9 +234,9 @@ def run_checkpointed_steps(spec, init, trip: int, flats, seed, ys) -> Optional[L
                               "snapshots": min(s, trip), "carry_bytes": 8 * nc,
                               "predicted_forward_steps": optimal_forward_steps(trip,
                                                                                min(s, trip))}
-    col = 0
+    col = 0                         # rows of steps not run stay zero, as in ys
     for j, yt in enumerate(spec.y_types):
-        ys[j][order] = y[order, col:col + yt.size].reshape((trip,) + yt.shape)
+        ys[j][...] = y[:, col:col + yt.size].reshape((L,) + yt.shape)
         col += yt.size
     out, col = [], 0
     for ct in spec.carry_types:
