@@ -27,6 +27,7 @@ from tapead._prims.shape import concatenate, getitem, reshape, stack
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.checkpointing import CheckpointedChain
 from tapead.errors import GuardFlippedError, TapeReplayError
+from tapead.scalar_scan import pack_leaves, scan_scalar
 from tapead.transforms import jvp, vjp
 
 __all__ = ["checkpoint", "scan", "fori_loop"]
@@ -36,14 +37,7 @@ __all__ = ["checkpoint", "scan", "fori_loop"]
 # packing several outputs into one flat vector (one tape node per call)
 # ---------------------------------------------------------------------------
 
-def _pack(leaves):
-    """Concatenate raveled leaves into one 1-d array (boxes allowed)."""
-    if not leaves:
-        return np.zeros(0)
-    flat = [reshape(x, (-1,)) if isinstance(x, Box) else np.ravel(x) for x in leaves]
-    if any(isinstance(x, Box) for x in flat):
-        return concatenate(flat)
-    return np.concatenate(flat)
+_pack = pack_leaves
 
 
 def _unpack(vec, shapes):
@@ -160,8 +154,7 @@ def _scan_plain(f, init, xs, length, reverse, fast=True):
     scan over float carries and 1-d xs runs in C when its body allows it
     (``tapead.scalar_scan``)."""
     if fast and xs is not None:
-        from tapead.scalar_scan import scan_scalar  # cycle: scalar_scan -> here
-        done = scan_scalar(f, init, xs, length, reverse)
+        done = scan_scalar(f, init, xs, length, reverse, _scan_step_by_step)
         if done is not None:
             return done
     x_leaves, x_tree = tree_flatten(xs) if xs is not None else ([], None)
@@ -186,6 +179,12 @@ def _scan_plain(f, init, xs, length, reverse, fast=True):
     if reverse:
         ys.reverse()
     return carry, _stack_ys(ys)
+
+
+def _scan_step_by_step(f, init, xs, length, reverse):
+    """``_scan_plain`` without the C path (what ``tapead.scalar_scan``'s rules
+    of higher order differentiate)."""
+    return _scan_plain(f, init, xs, length, reverse, fast=False)
 
 
 def _stack_leaf(items):
@@ -494,8 +493,8 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
         raise ValueError(f"scan: checkpoints={checkpoints} must be a positive number of "
                          "stored states (or None to store every step)")
     if _index_offset is None and xs is not None:
-        from tapead.scalar_scan import scan_scalar  # cycle: scalar_scan -> here
-        done = scan_scalar(f, init, xs, length, reverse, checkpoints=int(checkpoints))
+        done = scan_scalar(f, init, xs, length, reverse, _scan_step_by_step,
+                           checkpoints=int(checkpoints))
         if done is not None:
             return done
     info: dict = {}
