@@ -16,6 +16,12 @@ R1  The double-integrator rollout of the control-flow page
     * ``ta.grad`` of ``ta.scan``, with and without ``checkpoints=10`` (no
       build step: eval is the whole gradient).
 
+R1b ``sc.scan(checkpoints=10)`` against the bound its design promises: at
+    most 1.5 x (primal steps recomputed / T) x the uncheckpointed gradient's
+    time; the steps recomputed (revolve's t(T, 10), counted by the C sweep)
+    against ``optimal_forward_steps``; the peak bytes ``tracemalloc`` traces
+    during a gradient, checkpointed and storing every step.
+
 R2  Memory of a 10**6-step ``ta.scan`` gradient with ``checkpoints=20``:
     bytes traced by ``tracemalloc`` at the peak beyond the two n-vectors the
     gradient needs in any case (the gradient, a contiguous copy of the
@@ -203,6 +209,53 @@ def test_rollout_gradient(benchmark, name, T):
 
 
 # ---------------------------------------------------------------------------
+# R1b: the checkpointed Scaly scan against its bound
+# ---------------------------------------------------------------------------
+
+def scaly_sweep(T: int, s: int = 10) -> dict:
+    """What the C sweep of ``sc.scan(checkpoints=s)``'s gradient recorded
+    (``forward_steps``, ``predicted_forward_steps``, ...) and the peak traced
+    bytes of one gradient, checkpointed (``peak``) and storing every step
+    (``peak_stored``)."""
+    from tapead.scaly.expr import topo_order
+
+    def peak(fn, u):
+        fn(u)
+        tracemalloc.start()
+        try:
+            fn(u)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    @sc.function(sc.arg("x", 2), sc.arg("u", ()))
+    def model(x, u):
+        return x + H * sc.stack([x[1], u]), sc.sumsqr(x)
+
+    @sc.function(sc.arg("x0", 2), sc.arg("controls", T),
+                 outputs=sc.group(sc.arg("final", 2), sc.arg("cost", ())))
+    def rollout(x0, controls):
+        final, (costs,) = sc.scan(model, x0, (controls,), length=T, checkpoints=s)
+        return final, costs.sum()
+
+    grad = sc.gradient(rollout, "cost", "controls")
+    u = controls(T)
+    out = {"peak": peak(lambda v: grad(X0, v), u), "peak_stored": peak(build_scaly(T), u)}
+    spec = next(n.attrs["spec"] for n in topo_order(grad.outputs)
+                if n.op == "scan" and n.attrs["spec"].recompute is not None)
+    out.update(spec._derived["sweep"])
+    return out
+
+
+@pytest.mark.parametrize("T", LENGTHS)
+def test_checkpointed_scaly_scan_recomputes_revolves_steps(T):
+    from tapead.checkpointing import optimal_forward_steps
+    sweep = scaly_sweep(T)
+    assert sweep["forward_steps"] == optimal_forward_steps(T, 10)
+    assert sweep["peak"] + T * X0.nbytes < sweep["peak_stored"]
+
+
+# ---------------------------------------------------------------------------
 # R2: the memory of a long checkpointed scan
 # ---------------------------------------------------------------------------
 
@@ -365,6 +418,26 @@ def main(argv=None) -> None:
             best, _ = common.measure(fn, u, total=0.3 if args.quick else 1.5)
             cells += [_ms(best_build) if has_build else "-", _ms(best)]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    print()
+    print("| `sc.scan(checkpoints=10)` | T = 100 | T = 1 000 | T = 10 000 |")
+    print("|---|---|---|---|")
+    rows: Dict[str, List[str]] = {k: [] for k in (
+        "primal steps recomputed (predicted)", "eval, checkpointed", "eval, every step stored",
+        "bound 1.5 x (recomputed / T) x stored", "peak traced bytes (stored)")}
+    for T in LENGTHS:
+        sweep, u = scaly_sweep(T), controls(T)
+        t_ck = common.measure(build_scaly(T, 10), u, total=0.3 if args.quick else 1.5)[0]
+        t_st = common.measure(build_scaly(T), u, total=0.3 if args.quick else 1.5)[0]
+        rows["primal steps recomputed (predicted)"].append(
+            f"{sweep['forward_steps']:,} ({sweep['predicted_forward_steps']:,})")
+        rows["eval, checkpointed"].append(_ms(t_ck))
+        rows["eval, every step stored"].append(_ms(t_st))
+        rows["bound 1.5 x (recomputed / T) x stored"].append(
+            _ms(1.5 * sweep["forward_steps"] / T * t_st))
+        rows["peak traced bytes (stored)"].append(
+            f"{sweep['peak']:,} ({sweep['peak_stored']:,})")
+    for label, cells in rows.items():
+        print(f"| {label} | " + " | ".join(c.replace(",", " ") for c in cells) + " |")
     print()
     n = 10 ** 6
     runs = [scan_memory(n) for _ in range(1 if args.quick else 3)]
