@@ -100,7 +100,11 @@ cdef object _padded(values, dtype):
 
 
 cdef void *_data(object arr):
-    cdef char[::1] raw = arr.view(np.int8)
+    """The data pointer of a non-empty C-contiguous array (which the caller
+    keeps alive while the pointer is used)."""
+    if not arr.flags.c_contiguous or arr.size == 0:
+        raise ValueError("internal error: a loop buffer is empty or not contiguous")
+    cdef char[::1] raw = arr.reshape(-1).view(np.int8)
     return <void *> &raw[0]
 
 
@@ -276,33 +280,34 @@ cdef class ScalarLoop:
         partials of every step are kept for :meth:`reverse`; without, only
         values are computed (for :meth:`reverse_checkpointed`).
         """
-        cdef const double[::1] c0 = np.ascontiguousarray(carry0, dtype=np.float64)
-        cdef const double[:, ::1] xv = np.ascontiguousarray(
-            np.reshape(xs, (-1, self.k)) if self.k else np.zeros((len(xs), 1)),
-            dtype=np.float64)
-        cdef Py_ssize_t T = xv.shape[0], n = self.tape.n, m = self.m, q = self.q, t, j
+        cdef Py_ssize_t n = self.tape.n, m = self.m, k = self.k, q = self.q, t, j
+        c0 = np.asarray(carry0, dtype=np.float64).reshape(-1)
+        x_arr = _rows_of(xs, k)
         if c0.shape[0] != m:
             raise ValueError("ScalarLoop.forward: carry0 or xs has the wrong size")
+        cdef Py_ssize_t T = x_arr.shape[0]
         carry = np.zeros(max(m, 1), dtype=np.float64)
         carry[:m] = c0
-        ys = np.empty((T, max(q, 1)), dtype=np.float64)
+        ys = np.empty((T, q), dtype=np.float64)
         self.p0s = np.empty((T if keep else 0, n), dtype=np.float64)
         self.p1s = np.empty((T if keep else 0, n), dtype=np.float64)
-        cdef double[::1] c = carry
-        cdef double[:, ::1] yv = ys
-        cdef double[:, ::1] P0 = self.p0s
-        cdef double[:, ::1] P1 = self.p1s
+        cdef double dummy[1]
+        cdef double *c = <double *> _data(carry)
+        cdef const double *X = <const double *> _ptr(x_arr, dummy)
+        cdef double *Y = <double *> _ptr(ys, dummy)
+        cdef double *P0 = <double *> _ptr(self.p0s, dummy)
+        cdef double *P1 = <double *> _ptr(self.p1s, dummy)
         cdef const ScalarBody *bd = &self.arrays.body
         with nogil:
             for t in range(T):
-                _body_step(bd, &c[0], &xv[t, 0], &P0[t, 0] if keep else NULL,
-                           &P1[t, 0] if keep else NULL)
+                _body_step(bd, c, X + k * t, P0 + n * t if keep else NULL,
+                           P1 + n * t if keep else NULL)
                 for j in range(m):
                     c[j] = _body_out(bd, j)
                 for j in range(q):
-                    yv[t, j] = _body_out(bd, m + j)
+                    Y[q * t + j] = _body_out(bd, m + j)
         self.steps = T if keep else -1
-        return carry[:m], ys[:, :q]
+        return carry[:m], ys
 
     def reverse_checkpointed(self, carry0, xs, g_carry, g_ys, Py_ssize_t s):
         """Cotangents as :meth:`reverse` gives them, from at most ``s`` stored
@@ -312,39 +317,41 @@ cdef class ScalarLoop:
         ``advance_steps`` is revolve's ``t(T, s)``.
         """
         cdef Py_ssize_t m = self.m, k = self.k, q = self.q, n = self.tape.n
-        cdef const double[:, ::1] xv = np.ascontiguousarray(
-            np.reshape(xs, (-1, k)) if k else np.zeros((len(xs), 1)), dtype=np.float64)
-        cdef Py_ssize_t T = xv.shape[0]
-        cdef const double[:, ::1] gy = np.ascontiguousarray(
-            np.reshape(g_ys, (T, q)) if q else np.zeros((T, 1)), dtype=np.float64)
+        x_arr = _rows_of(xs, k)
+        cdef Py_ssize_t T = x_arr.shape[0]
+        gy_arr = _rows_of(g_ys, q, T)
         if s < 1:
             raise ValueError("ScalarLoop.reverse_checkpointed: s must be >= 1")
         cdef Py_ssize_t snaps = min(s, T) if T > 0 else 1
         gcarry = np.zeros(max(m, 1), dtype=np.float64)
         gcarry[:m] = np.asarray(g_carry, dtype=np.float64).reshape(-1)
-        gxs = np.zeros((T, max(k, 1)), dtype=np.float64)
+        gxs = np.zeros((T, k), dtype=np.float64)
         slots = np.empty(snaps * max(m, 1), dtype=np.float64)
         cur_arr = np.zeros(max(m, 1), dtype=np.float64)
         cur_arr[:m] = np.asarray(carry0, dtype=np.float64).reshape(-1)
         part = np.empty((2, n + 1), dtype=np.float64)
         adj = np.empty(n + 1, dtype=np.float64)
-        cdef double[::1] gc = gcarry, cur = cur_arr, sl = slots, av = adj
-        cdef double[:, ::1] gx = gxs, pp = part
+        cdef double dummy[1]
         cdef _AdjointTurn ctx
         ctx.bd = &self.arrays.body
-        ctx.xs, ctx.gy, ctx.ny = &xv[0, 0] if T else NULL, &gy[0, 0] if T else NULL, q
-        ctx.p0, ctx.p1, ctx.adj = &pp[0, 0], &pp[1, 0], &av[0]
-        ctx.gc, ctx.gx = &gc[0], &gx[0, 0] if T else NULL
+        ctx.xs = <const double *> _ptr(x_arr, dummy)
+        ctx.gy, ctx.ny = <const double *> _ptr(gy_arr, dummy), q
+        ctx.p0 = <double *> _data(part)
+        ctx.p1 = ctx.p0 + n + 1
+        ctx.adj = <double *> _data(adj)
+        ctx.gc, ctx.gx = <double *> _data(gcarry), <double *> _ptr(gxs, dummy)
+        cdef double *cur = <double *> _data(cur_arr)
+        cdef double *sl = <double *> _data(slots)
         cdef int64_t advances = 0
         cdef int status
         with nogil:
-            status = _revolve_sweep(T, snaps, ctx.bd, ctx.xs, k, NULL, &cur[0], &sl[0],
+            status = _revolve_sweep(T, snaps, ctx.bd, ctx.xs, k, NULL, cur, sl,
                                     _adjoint_turn, &ctx, &advances)
         if status == _NO_MEMORY:
             raise MemoryError("out of memory while reversing the loop")
         if status != _OK:
             raise RuntimeError("internal error: the revolve kernel ran out of slots")
-        return gcarry[:m], gxs[:, :k], advances
+        return gcarry[:m], gxs, advances
 
     def reverse(self, g_carry, g_ys):
         """Cotangents of the last forward run: ``(carry0 (m,), xs (T, k))``
@@ -356,19 +363,34 @@ cdef class ScalarLoop:
         gc_in = np.asarray(g_carry, dtype=np.float64).reshape(-1)
         if gc_in.shape[0] != m:
             raise ValueError("ScalarLoop.reverse: g_carry has the wrong size")
-        cdef const double[:, ::1] gy = np.ascontiguousarray(
-            np.reshape(g_ys, (T, q)) if q else np.zeros((T, 1)), dtype=np.float64)
+        gy_arr = _rows_of(g_ys, q, T)
         gcarry = np.zeros(max(m, 1), dtype=np.float64)
         gcarry[:m] = gc_in
-        gxs = np.zeros((T, max(k, 1)), dtype=np.float64)
+        gxs = np.zeros((T, k), dtype=np.float64)
         adj = np.empty(n + 1, dtype=np.float64)
-        cdef double[::1] gc = gcarry, av = adj
-        cdef double[:, ::1] gx = gxs
-        cdef const double[:, ::1] P0 = self.p0s
-        cdef const double[:, ::1] P1 = self.p1s
+        cdef double dummy[1]
+        cdef double *gc = <double *> _data(gcarry)
+        cdef double *av = <double *> _data(adj)
+        cdef double *GX = <double *> _ptr(gxs, dummy)
+        cdef const double *GY = <const double *> _ptr(gy_arr, dummy)
+        cdef const double *P0 = <const double *> _ptr(self.p0s, dummy)
+        cdef const double *P1 = <const double *> _ptr(self.p1s, dummy)
         cdef const ScalarBody *bd = &self.arrays.body
         with nogil:
             for t in range(T - 1, -1, -1):
-                _sweep_step(bd, &P0[t, 0], &P1[t, 0], &av[0], &gc[0], &gy[t, 0], q,
-                            &gx[t, 0])
-        return gcarry[:m], gxs[:, :k]
+                _sweep_step(bd, P0 + n * t, P1 + n * t, av, gc, GY + q * t, q, GX + k * t)
+        return gcarry[:m], gxs
+
+
+cdef object _rows_of(values, Py_ssize_t width, Py_ssize_t rows=-1):
+    """``values`` as a C-contiguous float64 array of ``rows`` (default: its
+    length) rows of ``width``."""
+    if rows < 0:
+        rows = len(values)
+    return np.ascontiguousarray(np.reshape(values, (rows, width)), dtype=np.float64)
+
+
+cdef void *_ptr(object arr, double *dummy):
+    """The data of a C-contiguous array, or ``dummy`` when it is empty (never
+    read then: the loops over its elements do not run)."""
+    return _data(arr) if arr.size else <void *> dummy
