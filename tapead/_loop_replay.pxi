@@ -29,6 +29,28 @@ cdef inline bint _compare(int how, double x, double y) noexcept nogil:
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 
 
+cdef tuple _while_bodies(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_ins,
+                         cond_outs, cond_consts, str comparison, Py_ssize_t nc,
+                         Py_ssize_t npar, str who):
+    """(body, condition, comparison code) of a while loop, its arguments checked."""
+    if comparison not in COMPARISONS:
+        raise ValueError(f"{who}: comparison {comparison!r} is not one of "
+                         f"{', '.join(COMPARISONS)}")
+    if len(body_ins) != nc + npar or len(cond_ins) != nc + npar or \
+            len(body_outs) != nc or len(body_consts) != nc or len(cond_outs) != 2 or \
+            len(cond_consts) != 2:
+        raise ValueError(f"{who}: the body and the condition take nc + np inputs; the "
+                         "body has nc outputs and the condition 2")
+    cols = range(npar)
+    bb = _BodyArrays(body, list(body_ins)[:nc], list(body_ins)[nc:], cols, body_outs,
+                     body_consts, who)
+    cb = _BodyArrays(cond, list(cond_ins)[:nc], list(cond_ins)[nc:], cols, cond_outs,
+                     cond_consts, who)
+    body.partials_stale = True
+    cond.partials_stale = True
+    return bb, cb, COMPARISONS.index(comparison)
+
+
 def scalar_while(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_ins,
                  cond_outs, cond_consts, str comparison, double[::1] carry,
                  const double[::1] params, double[:, ::1] traj, Py_ssize_t max_iter):
@@ -59,23 +81,13 @@ def scalar_while(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_in
     """
     cdef Py_ssize_t nc = carry.shape[0], npar = params.shape[0], j, count = 0
     cdef bint keep = traj.shape[0] > 0
+    cdef _BodyArrays bb, cb
     cdef int how
-    if comparison not in COMPARISONS:
-        raise ValueError(f"scalar_while: comparison {comparison!r} is not one of "
-                         f"{', '.join(COMPARISONS)}")
-    how = COMPARISONS.index(comparison)
-    if len(body_ins) != nc + npar or len(cond_ins) != nc + npar or \
-            len(body_outs) != nc or len(body_consts) != nc or len(cond_outs) != 2 or \
-            len(cond_consts) != 2:
-        raise ValueError("scalar_while: the body and the condition take nc + np inputs; the "
-                         "body has nc outputs and the condition 2")
+    bb, cb, how = _while_bodies(body, body_ins, body_outs, body_consts, cond, cond_ins,
+                                cond_outs, cond_consts, comparison, nc, npar,
+                                "scalar_while")
     if max_iter < 0 or (keep and (traj.shape[0] < max_iter or traj.shape[1] != nc)):
         raise ValueError("scalar_while: traj needs max_iter rows of nc carries")
-    cols = range(npar)
-    cdef _BodyArrays bb = _BodyArrays(body, list(body_ins)[:nc], list(body_ins)[nc:], cols,
-                                      body_outs, body_consts, "scalar_while")
-    cdef _BodyArrays cb = _BodyArrays(cond, list(cond_ins)[:nc], list(cond_ins)[nc:], cols,
-                                      cond_outs, cond_consts, "scalar_while")
     cdef const ScalarBody *bd = &bb.body
     cdef const ScalarBody *cd = &cb.body
     par_arr = np.zeros(max(npar, 1), dtype=np.float64)
@@ -84,8 +96,6 @@ def scalar_while(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_in
     cur_arr = np.zeros(max(nc, 1), dtype=np.float64)
     cur_arr[:nc] = carry
     cdef double[::1] cur = cur_arr
-    body.partials_stale = True
-    cond.partials_stale = True
     with nogil:
         while count < max_iter:
             _body_step(cd, &cur[0], &par[0], NULL, NULL)
@@ -101,6 +111,83 @@ def scalar_while(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_in
         for j in range(nc):
             carry[j] = cur[j]
     return count
+
+
+def scalar_while_online(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_ins,
+                        cond_outs, cond_consts, str comparison, double[::1] carry,
+                        const double[::1] params, Py_ssize_t max_iter, Py_ssize_t s):
+    """Run a while loop as :func:`scalar_while` does, keeping at most ``s``
+    carries (the initial one included) placed by the online rule of
+    ``tapead.online.OnlineChain`` (for a checkpointed reverse sweep).
+
+    Returns
+    -------
+    count : int
+        The number of steps executed (``carry`` holds the final carries).
+    steps : int64 array (k,)
+        The indices of the stored carries below ``count``, ascending, 0 first
+        (``_revolve.online_segments(count, s)``).
+    stored : float64 array (k, nc)
+        The carries entering those steps.
+    """
+    cdef Py_ssize_t nc = carry.shape[0], npar = params.shape[0], j, slot, used = 0
+    cdef Py_ssize_t count = 0
+    cdef _BodyArrays bb, cb
+    cdef int how
+    if s < 1:
+        raise ValueError("scalar_while_online: s counts the stored carries, >= 1")
+    if max_iter < 0:
+        raise ValueError("scalar_while_online: max_iter must be >= 0")
+    bb, cb, how = _while_bodies(body, body_ins, body_outs, body_consts, cond, cond_ins,
+                                cond_outs, cond_consts, comparison, nc, npar,
+                                "scalar_while_online")
+    cdef const ScalarBody *bd = &bb.body
+    cdef const ScalarBody *cd = &cb.body
+    par_arr = np.zeros(max(npar, 1), dtype=np.float64)
+    par_arr[:npar] = params
+    cdef double[::1] par = par_arr
+    cur_arr = np.zeros(max(nc, 1), dtype=np.float64)
+    cur_arr[:nc] = carry
+    cdef double[::1] cur = cur_arr
+    first = np.array(cur_arr)
+    # slot k (k < s - 1) holds the state at index slot_step[k]; the rule's own
+    # bookkeeping (sorted indices and levels) is apart
+    slot_step_arr = np.full(max(s - 1, 1), -1, dtype=np.int64)
+    slot_arr = np.zeros((max(s - 1, 1), max(nc, 1)), dtype=np.float64)
+    rule_arr = np.zeros((2, max(s, 1)), dtype=np.int64)
+    cdef int64_t[::1] slot_step = slot_step_arr
+    cdef double[:, ::1] slots = slot_arr
+    cdef int64_t[:, ::1] rule = rule_arr
+    cdef int64_t held = 0, dropped
+    with nogil:
+        while count < max_iter:
+            _body_step(cd, &cur[0], &par[0], NULL, NULL)
+            if not _compare(how, _body_out(cd, 0), _body_out(cd, 1)):
+                break
+            _body_step(bd, &cur[0], &par[0], NULL, NULL)
+            for j in range(nc):
+                cur[j] = _body_out(bd, j)
+            count += 1
+            dropped = _online_place(s, &held, &rule[0, 0], &rule[1, 0], count)
+            if dropped == -2:
+                continue
+            if dropped == -1:
+                slot = used
+                used += 1
+            else:
+                slot = 0
+                while slot_step[slot] != dropped:
+                    slot += 1
+            slot_step[slot] = count
+            for j in range(nc):
+                slots[slot, j] = cur[j]
+        for j in range(nc):
+            carry[j] = cur[j]
+    keep = [k for k in np.argsort(slot_step_arr[:used], kind="stable")
+            if slot_step_arr[k] < count]
+    steps = np.concatenate([[0], slot_step_arr[keep]]).astype(np.int64)
+    stored = np.concatenate([first[None, :nc], slot_arr[keep, :nc]], axis=0)
+    return count, steps, stored
 
 
 def scalar_scan(Tape tp, in_ids, out_ids, out_consts, double[::1] carry,

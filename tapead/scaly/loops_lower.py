@@ -31,7 +31,8 @@ from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead.scaly.expr import Expr, topo_order
 from tapead.scaly.lower import LOWERINGS
 from tapead.checkpointing import reverse_with_checkpoints
-from tapead.scaly.loops_scalar import run_checkpointed_steps, run_scan_steps, run_while_steps
+from tapead.scaly.loops_scalar import (run_checkpointed_steps, run_online_reverse_steps,
+                                      run_scan_steps, run_while_online_steps, run_while_steps)
 
 
 class LoopResult:
@@ -175,8 +176,14 @@ def run_checkpointed(spec, values: Sequence[Any]) -> List[Any]:
             return ([np.asarray(a, dtype=t.dtype) for a, t in zip(adjoint, spec.carry_types)]
                     + ys + [None] * nb)
     if primal.op == "while_loop":
-        adjoint = _reverse_online(spec, values[-1], forward_step, backward_step, init, trip,
-                                  seed)
+        stored = values[-1]
+        adjoint = None
+        if isinstance(stored, Snapshots) and stored.chain.n == trip:
+            adjoint = run_online_reverse_steps(spec, stored.chain.stored_states(), trip,
+                                               flats, seed, ys)
+        if adjoint is None:
+            adjoint = _reverse_online(spec, stored, forward_step, backward_step, init, trip,
+                                      seed)
     else:
         _, adjoint, _ = reverse_with_checkpoints(forward_step, backward_step, init, trip,
                                                  max(1, spec.checkpoints), seed)
@@ -271,10 +278,15 @@ def _run_while_online(spec, carries, xs_flat) -> List[Any]:
         run[0] = k + 1
         return step(_step_inputs(spec, state, k, xs_flat))
 
-    chain = OnlineChain(forward_step, carries, spec.checkpoints)
-    final = chain.forward(lambda state: bool(cond(_step_inputs(spec, state, run[0],
-                                                               xs_flat))[0]),
-                          max_steps=spec.length)
+    done = run_while_online_steps(spec, carries, xs_flat)
+    if done is not None:                        # stepped in C under the same rule
+        final, n, stored = done
+        chain = OnlineChain.from_stored(forward_step, stored, final, n, spec.checkpoints)
+    else:
+        chain = OnlineChain(forward_step, carries, spec.checkpoints)
+        final = chain.forward(lambda state: bool(cond(_step_inputs(spec, state, run[0],
+                                                                   xs_flat))[0]),
+                              max_steps=spec.length)
     n = chain.n
     return ([np.asarray(c, dtype=t.dtype) for c, t in zip(final, spec.carry_types)]
             + [np.int64(n)] + [None] * spec.n_carry + [Snapshots(chain)])

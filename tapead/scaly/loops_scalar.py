@@ -11,7 +11,11 @@ Python per step (``_core``'s one scalar-body replay, ``_tape_loop.pxi``):
 * ``run_checkpointed_steps``: the backward loop of ``sc.scan(...,
   checkpoints=s)``, the primal steps recomputed from at most ``s`` stored
   carries under revolve and each executed step reversed by the backward
-  body (``_core.scalar_scan_checkpointed``).
+  body (``_core.scalar_scan_checkpointed``);
+* ``run_while_online_steps`` and ``run_online_reverse_steps``: the same for
+  ``sc.while_loop(..., checkpoints=s)``, its forward run storing carries by
+  the online rule (``_core.scalar_while_online``) and its backward loop
+  reversing the segments between them.
 
 Each returns None (nothing done) when its loop cannot run there; the caller
 (``tapead.scaly.loops_lower``) then steps the body from Python.
@@ -23,12 +27,14 @@ from typing import Any, List, Optional, Sequence
 import numpy as np
 
 from tapead import _core
+from tapead import _revolve
 from tapead.checkpointing import optimal_forward_steps
+from tapead.online import online_forward_steps
 from tapead.scaly.control_spec import make_function
 from tapead.scaly.scalarize import scalarize
 
 __all__ = ["program_of", "scan_plan", "run_scan_steps", "while_plan", "run_while_steps",
-           "run_checkpointed_steps"]
+           "run_checkpointed_steps", "run_while_online_steps", "run_online_reverse_steps"]
 
 
 def program_of(fn, values: List[float]) -> Any:
@@ -153,6 +159,114 @@ def run_while_steps(spec, carries, xs_flat, traj) -> Any:
     return out, count
 
 
+class _Sweep:
+    """The two scalarized bodies of a checkpointed backward loop ``spec``
+    (``spec.recompute``: its primal), recorded, and its per-step input rows:
+    :meth:`run` reverses executed steps in C from a stored carry.
+
+    ``flats``: the backward loop's per-step operands after the carries it
+    reads (``spec.xs_types[primal.n_carry:]``) as flat arrays, the primal's
+    own first; ``carry`` and ``seed``: values of the primal's carries and of
+    their adjoint, and ``first``: a step, to record the bodies with.  An
+    operand passed whole to every step (a ``while_loop``'s ``params``, a
+    ``sc.broadcast``) is a parameter, written once.  ``ok`` is False when a
+    body cannot run in C.
+    """
+
+    def __init__(self, spec, flats, carry, seed, first: int):
+        primal = self.primal = spec.recompute
+        self.spec, self.ok = spec, False
+        fplan, bplan = scan_plan(primal), scan_plan(spec)
+        if fplan is None or bplan is None:
+            return
+        L = primal.length
+        sources: List[Any] = [None] if primal.index or spec.index else []  # None: step no.
+        params: List[float] = []
+
+        def place(flat, ttype, start, stride) -> List[int]:
+            """The columns (or parameters, ``-1 - j``) of one operand's elements."""
+            where = []
+            for i in range(ttype.size):
+                if stride == 0:                       # passed whole: a parameter
+                    params.append(float(flat[start + i]))
+                    where.append(-len(params))
+                else:
+                    sources.append(flat[start + i::stride][:L])
+                    where.append(len(sources) - 1)
+            return where
+
+        n_px = len(primal.xs_types)
+        types, windows = spec.xs_types[primal.n_carry:], spec.windows[primal.n_carry:]
+        placed = [place(f, t, start, stride)
+                  for f, t, (start, stride) in zip(flats, types, windows)]
+        self.primal_cols = ([0] if primal.index else []) + [c for w in placed[:n_px] for c in w]
+        self.back_cols = ([0] if spec.index else []) + [c for w in placed for c in w]
+        xs = self.xs = np.empty((L, len(sources)), dtype=np.float64)     # one row per step
+        for c, source in enumerate(sources):
+            xs[:, c] = np.arange(L) if source is None else source
+        self.params = np.asarray(params, dtype=np.float64)
+        carry0, adjoint = _flat(carry), _flat(seed)
+        self.nc, self.nb = nc, nb = carry0.size, adjoint.size
+
+        def row_values(cols) -> List[float]:                # inputs of step ``first``
+            return [float(xs[first, c]) if c >= 0 else float(self.params[-1 - c])
+                    for c in cols]
+
+        ni = 1 if spec.index else 0
+        fprog = program_of(fplan, list(carry0) + row_values(self.primal_cols))
+        bprog = program_of(bplan, list(adjoint) + row_values(self.back_cols[:ni])
+                           + list(carry0) + row_values(self.back_cols[ni:]))
+        if fprog is None or bprog is None:
+            return
+        self.progs = (fprog, bprog)
+        fin, bin_ = list(fprog.tape.inputs), list(bprog.tape.inputs)
+        self.fwd = (fprog.tape, fin[:nc], fin[nc:], self.primal_cols, fprog._ids,
+                    [0.0 if on_tape else float(ref) for on_tape, ref in fprog._slots])
+        self.back = (bprog.tape, bin_[:nb] + bin_[nb + ni:nb + ni + nc],
+                     bin_[nb:nb + ni] + bin_[nb + ni + nc:], self.back_cols, bprog._ids,
+                     [0.0 if on_tape else float(ref) for on_tape, ref in bprog._slots])
+        self.y = np.zeros((L, sum(t.size for t in spec.y_types)), dtype=np.float64)
+        self.ok = True
+
+    def run(self, carry0: np.ndarray, adjoint: np.ndarray, order: np.ndarray, s: int) -> Any:
+        """Reverse the steps ``order`` (execution order) from ``carry0``, the
+        carries entering the first, with at most ``s`` stored carries:
+        ``adjoint`` (of the carries after the last step) is overwritten with
+        that of ``carry0``; the steps' outputs go to rows of ``self.y``.
+        Returns the primal steps recomputed, or None (not all scalar)."""
+        fprog, bprog = self.progs
+        with fprog._lock, bprog._lock:
+            try:
+                return int(_core.scalar_scan_checkpointed(
+                    *self.fwd, *self.back, self.xs, self.params, carry0, adjoint, self.y,
+                    order, s))
+            except ValueError:
+                self.spec._derived["scalar_plan"] = None   # not all scalar: from Python
+                return None
+
+    def outputs(self, adjoint: np.ndarray, ys) -> List[Any]:
+        """Fill ``ys`` (the backward loop's stacked outputs) from ``self.y``;
+        the adjoint as one value per carry."""
+        col, L = 0, self.primal.length         # rows of steps not run stay zero
+        for j, yt in enumerate(self.spec.y_types):
+            ys[j][...] = self.y[:, col:col + yt.size].reshape((L,) + yt.shape)
+            col += yt.size
+        return _split(adjoint, self.spec.carry_types)
+
+
+def _flat(values) -> np.ndarray:
+    return np.concatenate([np.ravel(v) for v in values] + [np.zeros(0)]).astype(np.float64)
+
+
+def _split(flat: np.ndarray, types) -> List[Any]:
+    out, col = [], 0
+    for t in types:
+        value = flat[col:col + t.size].reshape(t.shape)
+        out.append(float(value) if t.shape == () else value)
+        col += t.size
+    return out
+
+
 def run_checkpointed_steps(spec, init, trip: int, flats, seed, ys) -> Optional[List[Any]]:
     """The backward loop ``spec`` of a checkpointed scan (``spec.recompute``
     its primal) run in C: the adjoint of the primal's initial carries (one
@@ -160,87 +274,85 @@ def run_checkpointed_steps(spec, init, trip: int, flats, seed, ys) -> Optional[L
     or None (nothing done) when either body cannot run there.
 
     ``init``: the primal's initial carries; ``trip``: the steps it executes;
-    ``flats``: the backward loop's per-step operands after the carries it
-    reads (``spec.xs_types[primal.n_carry:]``) as flat arrays, the primal's
-    own first; ``seed``: the adjoint of the final carries.  The primal steps
-    recomputed are recorded in ``spec._derived["sweep"]`` (with the
-    schedule's prediction) for tests and benchmarks.
+    ``flats``, ``seed``: as for ``_Sweep``.  The primal steps recomputed are
+    recorded in ``spec._derived["sweep"]`` with revolve's prediction, for
+    tests and benchmarks.
     """
-    primal = spec.recompute
-    fplan, bplan = scan_plan(primal), scan_plan(spec)
-    if fplan is None or bplan is None or trip == 0:
+    if trip == 0:
         return None
-    L = primal.length
-    indexed = primal.index or spec.index
-    sources: List[Any] = [None] if indexed else []  # None: the step number (column 0)
-    params: List[float] = []
-
-    def place(flat, ttype, start, stride) -> List[int]:
-        """The columns (or parameters, ``-1 - j``) of one operand's elements."""
-        where = []
-        for i in range(ttype.size):
-            if stride == 0:                       # passed whole: a parameter
-                params.append(float(flat[start + i]))
-                where.append(-len(params))
-            else:
-                sources.append(flat[start + i::stride][:L])
-                where.append(len(sources) - 1)
-        return where
-
-    n_px = len(primal.xs_types)
-    types, windows = spec.xs_types[primal.n_carry:], spec.windows[primal.n_carry:]
-    placed = [place(f, t, start, stride) for f, t, (start, stride) in zip(flats, types, windows)]
-    primal_cols = ([0] if primal.index else []) + [c for w in placed[:n_px] for c in w]
-    back_cols = ([0] if spec.index else []) + [c for w in placed for c in w]
-    xs = np.empty((L, len(sources)), dtype=np.float64)       # one row per step
-    for c, source in enumerate(sources):
-        xs[:, c] = np.arange(L) if source is None else source
-    carry0 = np.concatenate([np.ravel(c) for c in init] + [np.zeros(0)]).astype(np.float64)
-    adjoint = np.concatenate([np.ravel(g) for g in seed] + [np.zeros(0)]).astype(np.float64)
-    nc, nb = carry0.size, adjoint.size
     order = np.arange(trip, dtype=np.intp)
-    if primal.reverse:
+    if spec.recompute.reverse:
         order = order[::-1].copy()
-
-    def row_values(cols) -> List[float]:                # inputs of the first step
-        par = np.asarray(params, dtype=np.float64)
-        return [float(xs[order[0], c]) if c >= 0 else float(par[-1 - c]) for c in cols]
-
-    fprog = program_of(fplan, list(carry0) + row_values(primal_cols))
-    bprog = program_of(bplan, list(adjoint) + (row_values([0]) if spec.index else [])
-                       + list(carry0) + row_values(back_cols[1 if spec.index else 0:]))
-    if fprog is None or bprog is None:
+    sweep = _Sweep(spec, flats, init, seed, int(order[0]))
+    if not sweep.ok:
         return None
-    fin, bin_ = list(fprog.tape.inputs), list(bprog.tape.inputs)
-    ni = 1 if spec.index else 0
-    back_carry_in = bin_[:nb] + bin_[nb + ni:nb + ni + nc]
-    back_x_in = bin_[nb:nb + ni] + bin_[nb + ni + nc:]
-    ny = sum(t.size for t in spec.y_types)
-    y = np.zeros((L, ny), dtype=np.float64)
-    consts = [[0.0 if on_tape else float(ref) for on_tape, ref in p._slots]
-              for p in (fprog, bprog)]
-    s = max(1, spec.checkpoints)
-    with fprog._lock, bprog._lock:
+    s = min(max(1, spec.checkpoints), trip)
+    adjoint = _flat(seed)
+    advances = sweep.run(_flat(init), adjoint, order, s)
+    if advances is None:
+        return None
+    spec._derived["sweep"] = {"forward_steps": advances, "backward_steps": trip,
+                              "snapshots": s, "carry_bytes": 8 * sweep.nc,
+                              "predicted_forward_steps": optimal_forward_steps(trip, s)}
+    return sweep.outputs(adjoint, ys)
+
+
+def run_while_online_steps(spec, carries, xs_flat) -> Any:
+    """A checkpointed while loop run forward in C (``_core.scalar_while_online``):
+    (final carries, count, stored carries: step index -> one value per carry,
+    at most ``spec.checkpoints`` of them, placed by the online rule of
+    ``tapead.online.OnlineChain``), or None when it cannot run there."""
+    plan = while_plan(spec)
+    if plan is None or spec.length == 0:
+        return None
+    body, cond, comparison = plan
+    carry, params = _flat(carries), _flat(xs_flat)
+    start = list(carry) + list(params)
+    bp, cp = program_of(body, start), program_of(cond, start)
+    if bp is None or cp is None:
+        return None
+    consts = [[0.0 if on_tape else float(ref) for on_tape, ref in p._slots] for p in (bp, cp)]
+    with bp._lock, cp._lock:
         try:
-            advances = _core.scalar_scan_checkpointed(
-                fprog.tape, fin[:nc], fin[nc:], primal_cols, fprog._ids, consts[0],
-                bprog.tape, back_carry_in, back_x_in, back_cols, bprog._ids, consts[1],
-                xs, np.asarray(params, dtype=np.float64), carry0,
-                adjoint, y, order, s)
+            count, steps, stored = _core.scalar_while_online(
+                bp.tape, bp.tape.inputs, bp._ids, consts[0], cp.tape, cp.tape.inputs,
+                cp._ids, consts[1], comparison, carry, params, spec.length,
+                spec.checkpoints)
         except ValueError:
-            spec._derived["scalar_plan"] = None           # not all scalar: step from Python
+            spec._derived["while_plan"] = None          # not all scalar: step from Python
             return None
-    spec._derived["sweep"] = {"forward_steps": int(advances), "backward_steps": trip,
-                              "snapshots": min(s, trip), "carry_bytes": 8 * nc,
-                              "predicted_forward_steps": optimal_forward_steps(trip,
-                                                                               min(s, trip))}
-    col = 0                         # rows of steps not run stay zero, as in ys
-    for j, yt in enumerate(spec.y_types):
-        ys[j][...] = y[:, col:col + yt.size].reshape((L,) + yt.shape)
-        col += yt.size
-    out, col = [], 0
-    for ct in spec.carry_types:
-        value = adjoint[col:col + ct.size].reshape(ct.shape)
-        out.append(float(value) if ct.shape == () else value)
-        col += ct.size
-    return out
+    states = {int(k): _split(row, spec.carry_types) for k, row in zip(steps, stored)}
+    return _split(carry, spec.carry_types), int(count), states
+
+
+def run_online_reverse_steps(spec, stored, n: int, flats, seed, ys) -> Optional[List[Any]]:
+    """The backward loop ``spec`` of a checkpointed while loop run in C from
+    the carries its forward run stored (``stored``: step index -> carries,
+    placed by the online rule): the segments between stored carries
+    reversed last first, each under revolve with the slots the earlier
+    stored carries leave free (as ``tapead.online.OnlineChain.reverse``).
+    The adjoint of the initial carries, or None when a body cannot run in C.
+    ``spec._derived["sweep"]`` records the steps run, the forward run's
+    included, against ``tapead.online.online_forward_steps``."""
+    if n == 0:
+        return None
+    s = max(1, spec.checkpoints)
+    starts = [int(k) for k in _revolve.online_segments(n, s)]
+    if sorted(stored) != starts:
+        return None                     # not the online rule's carries
+    sweep = _Sweep(spec, flats, stored[0], seed, 0)
+    if not sweep.ok:
+        return None
+    adjoint, total = _flat(seed), n
+    bounds = starts + [n]
+    for j in range(len(starts) - 1, -1, -1):
+        start, L = bounds[j], bounds[j + 1] - bounds[j]
+        advances = sweep.run(_flat(stored[start]), adjoint,
+                             np.arange(start, start + L, dtype=np.intp), min(s - j, L))
+        if advances is None:
+            return None
+        total += advances
+    spec._derived["sweep"] = {"forward_steps": total, "backward_steps": n,
+                              "snapshots": len(starts), "carry_bytes": 8 * sweep.nc,
+                              "predicted_forward_steps": online_forward_steps(n, s)}
+    return sweep.outputs(adjoint, ys)
