@@ -162,3 +162,83 @@ def test_scalar_scan_checkpointed_refuses_bad_arguments():
         call(back_carry_in=[g.idx])
     with pytest.raises(ValueError, match="is not a scalar input"):
         call(fwd_carry_in=[c2.idx])
+
+
+# ---------------------------------------------------------------------------
+# forward over reverse (Hessians) keeps the checkpoints
+# ---------------------------------------------------------------------------
+
+def _trajectories_read(fn):
+    """(loop, output) of every trajectory output a derivative Function reads."""
+    out = []
+    for n in topo_order(fn.outputs):
+        if n.op in ("scan", "while_loop"):
+            spec, k = n.attrs["spec"], n.attrs["output"]
+            if k >= spec.traj_offset and k != spec.snapshot_output:
+                out.append((spec.name, k))
+    return out
+
+
+def _checkpointed_loops(fn):
+    return [n.attrs["spec"] for n in topo_order(fn.outputs)
+            if n.op == "scan" and n.attrs["spec"].recompute is not None]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("inp", ["controls", "x0"])
+def test_hessian_through_a_checkpointed_scan_stores_no_trajectory(inp, reverse):
+    T, s = 9, 3
+    args = [np.array([0.3, -0.2]), np.linspace(-1.0, 1.0, T)]
+    hess = sc.hessian(_rollout(T, s, reverse), "cost", inp)
+    want = sc.hessian(_rollout(T, None, reverse), "cost", inp)
+    np.testing.assert_allclose(hess(*args), want(*args), rtol=1e-13, atol=1e-13)
+    assert _trajectories_read(hess) == []
+    assert _trajectories_read(want) != []          # what storing looks like
+    loops = _checkpointed_loops(hess)
+    # each recomputes the primal's tangent loop: carries (x, dx)
+    assert loops and all(sp.recompute.body.name.startswith("model_fwd")
+                         and sp.recompute.n_carry == 2 for sp in loops)
+    for sp in loops:                           # in C, revolve's count exactly
+        assert sp._derived["sweep"]["forward_steps"] == optimal_forward_steps(T, s)
+
+
+def test_batched_forward_over_a_checkpointed_gradient_stores_no_trajectory(monkeypatch):
+    monkeypatch.setenv("TAPEAD_STRICT_JVP_MANY", "1")
+    T = 8
+    args = [np.array([0.3, -0.2]), np.linspace(-1.0, 1.0, T)]
+    seeds = np.random.default_rng(1).normal(size=(3, T))
+    got, want = [], []
+    for ck, out in ((2, got), (None, want)):
+        grad = sc.gradient(_rollout(T, ck), "cost", "controls")
+        fwd = sc.forward(grad, grad.output_names[0], "controls", directions=3)
+        out.append(fwd(*args, seeds))
+        if ck is not None:
+            assert _trajectories_read(fwd) == []
+            assert all(sp.name.endswith("_fwd3_ck") for sp in _checkpointed_loops(fwd))
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-13, atol=1e-13)
+
+
+def test_hessian_through_a_checkpointed_while_loop_stores_no_trajectory():
+    from test_scaly_control_online import _grown, _stretched
+    args = [np.array([0.3, 0.1]), np.array(1.05)]
+    for inp in ("x0", "p"):
+        hess = sc.hessian(_stretched(3), "y", inp)
+        want = sc.hessian(_stretched(None), "y", inp)(*args)
+        np.testing.assert_allclose(hess(*args), want, rtol=1e-12, atol=1e-12)
+        assert _trajectories_read(hess) == []
+    for inp in ("x0", "a"):                  # index=True: stepped from Python
+        hess = sc.hessian(_grown(2), "x", inp)
+        want = sc.hessian(_grown(None), "x", inp)(np.array(0.2), np.array(3.0))
+        np.testing.assert_allclose(hess(np.array(0.2), np.array(3.0)), want, rtol=1e-12,
+                                   atol=1e-13)
+        assert _trajectories_read(hess) == []
+
+
+def test_index_trip_window_and_broadcast_hessians_keep_the_checkpoints():
+    from test_scaly_control_combined import CASES, _make
+    for index, reverse, trip, checkpoints, stride in CASES:
+        if checkpoints is None:
+            continue
+        fn, nz = _make(index, reverse, trip, checkpoints, stride, unrolled=False)
+        for inp in ("a0", "b0", "z", "us", "p"):
+            assert _trajectories_read(sc.hessian(fn, "cost", inp)) == []

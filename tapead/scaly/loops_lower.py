@@ -181,6 +181,8 @@ def run_checkpointed(spec, values: Sequence[Any]) -> List[Any]:
         if isinstance(stored, Snapshots) and stored.chain.n == trip:
             adjoint = run_online_reverse_steps(spec, stored.chain.stored_states(), trip,
                                                flats, seed, ys)
+        elif not isinstance(stored, Snapshots):   # a tangent loop's: the count is known
+            adjoint = run_checkpointed_steps(spec, init, trip, flats, seed, ys)
         if adjoint is None:
             adjoint = _reverse_online(spec, stored, forward_step, backward_step, init, trip,
                                       seed)
