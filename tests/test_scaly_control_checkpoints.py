@@ -242,3 +242,29 @@ def test_index_trip_window_and_broadcast_hessians_keep_the_checkpoints():
         fn, nz = _make(index, reverse, trip, checkpoints, stride, unrolled=False)
         for inp in ("a0", "b0", "z", "us", "p"):
             assert _trajectories_read(sc.hessian(fn, "cost", inp)) == []
+
+
+@pytest.mark.parametrize("s", [1, 2, 3, 5, 10])
+@pytest.mark.parametrize("limit", [0, 1, 7, 100, 1000])
+def test_scalar_while_online_keeps_the_online_rules_carries(s, limit):
+    from tapead import _revolve
+    body, cond = _core.Tape(), _core.Tape()
+    x, a = body.input(0.5), body.input(2.0)
+    nxt = x * 1.01 + 0.001
+    body.active = False
+    cx, ca = cond.input(0.5), cond.input(2.0)
+    cond.active = False
+    carry = np.array([0.5])
+    n, steps, stored = _core.scalar_while_online(
+        body, [x.idx, a.idx], [nxt.idx], [0.0], cond, [cx.idx, ca.idx], [cx.idx, ca.idx],
+        [0.0, 0.0], "lt", carry, np.array([1e9]), limit, s)
+    xs = [0.5]
+    for _ in range(n):
+        xs.append(xs[-1] * 1.01 + 0.001)
+    assert n == limit and carry[0] == xs[-1]
+    assert steps.tolist() == _revolve.online_segments(n, s).tolist()
+    assert stored[:, 0].tolist() == [xs[k] for k in steps]
+    with pytest.raises(ValueError, match="s counts the stored carries"):
+        _core.scalar_while_online(body, [x.idx, a.idx], [nxt.idx], [0.0], cond,
+                                  [cx.idx, ca.idx], [cx.idx, ca.idx], [0.0, 0.0], "lt",
+                                  carry, np.array([1e9]), limit, 0)
