@@ -423,7 +423,8 @@ def main(argv=None) -> None:
     print("|---|---|---|---|")
     rows: Dict[str, List[str]] = {k: [] for k in (
         "primal steps recomputed (predicted)", "eval, checkpointed", "eval, every step stored",
-        "bound 1.5 x (recomputed / T) x stored", "peak traced bytes (stored)")}
+        "bound 1.5 x (recomputed / T) x stored", "peak traced bytes (stored)",
+        "snapshot bytes predicted")}
     for T in LENGTHS:
         sweep, u = scaly_sweep(T), controls(T)
         t_ck = common.measure(build_scaly(T, 10), u, total=0.3 if args.quick else 1.5)[0]
@@ -436,6 +437,8 @@ def main(argv=None) -> None:
             _ms(1.5 * sweep["forward_steps"] / T * t_st))
         rows["peak traced bytes (stored)"].append(
             f"{sweep['peak']:,} ({sweep['peak_stored']:,})")
+        rows["snapshot bytes predicted"].append(
+            f"{ta.checkpoint_cost(T, 10, carry_bytes=sweep['carry_bytes'])['bytes']:,}")
     for label, cells in rows.items():
         print(f"| {label} | " + " | ".join(c.replace(",", " ") for c in cells) + " |")
     print()
