@@ -268,3 +268,31 @@ def test_scalar_while_online_keeps_the_online_rules_carries(s, limit):
         _core.scalar_while_online(body, [x.idx, a.idx], [nxt.idx], [0.0], cond,
                                   [cx.idx, ca.idx], [cx.idx, ca.idx], [0.0, 0.0], "lt",
                                   carry, np.array([1e9]), limit, 0)
+
+
+def test_forward_over_a_checkpointed_gradient_along_the_seed_only():
+    """A direction that moves only the backward loop's seed (not the primal's
+    operands): the primal's tangent loop runs with zero tangents."""
+    def make(ck):
+        @sc.function(sc.arg("c", ()), sc.arg("x", ()))
+        def step(c, x):
+            return (c * x).sin() + 0.5 * c, c * c
+
+        @sc.function(sc.arg("c0", ()), sc.arg("xs", 5), sc.arg("w", ()),
+                     outputs=sc.arg("out", ()))
+        def run(c0, xs, w):
+            last, (ys,) = sc.scan(step, c0, (xs,), length=5, checkpoints=ck)
+            return w * last * last + (w * ys).sum()
+        return run
+
+    args = [np.array(0.4), np.linspace(0.1, 1.0, 5), np.array(1.7)]
+    got = []
+    for ck in (2, None):
+        grad = sc.gradient(make(ck), "out", "c0")
+        jac = sc.jacobian(grad, grad.output_names[0], "w")
+        got.append(jac(*args))
+        if ck is not None:
+            assert _trajectories_read(jac) == []
+    np.testing.assert_allclose(got[0], got[1], rtol=1e-14, atol=0)
+    np.testing.assert_allclose(got[0].ravel(), sc.gradient(make(None), "out", "c0")(*args)
+                               / args[2], rtol=1e-14)        # linear in w
