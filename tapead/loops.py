@@ -23,7 +23,7 @@ from tapead import _core
 from tapead._core import Box, Tape
 from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, Primitive
-from tapead._prims.shape import concatenate, getitem, reshape, stack
+from tapead._prims.shape import getitem, reshape, stack
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.checkpointing import CheckpointedChain
 from tapead.errors import GuardFlippedError, TapeReplayError

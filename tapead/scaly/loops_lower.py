@@ -16,7 +16,10 @@ comparison of two float scalars (``_core.scalar_while``); any other body is step
 argument checks).
 
 The trajectory (the carries entering each step) is stored only when an
-output of the program reads it, which is what reverse mode asks for.
+output of the program reads it, which is what reverse mode asks for.  A
+checkpointed backward loop (``run_checkpointed``) stores at most
+``checkpoints`` carries and recomputes the others, in C when both bodies
+scalarize (``tapead.scaly.loops_scalar``), else from Python.
 """
 from __future__ import annotations
 

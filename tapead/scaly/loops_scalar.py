@@ -22,7 +22,7 @@ Each returns None (nothing done) when its loop cannot run there; the caller
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional
 
 import numpy as np
 
