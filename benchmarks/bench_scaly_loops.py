@@ -34,6 +34,10 @@ R3  ``ta.while_loop``'s reverse gradient of a 10**4-step fixed-point
     resident size, which sees the tape's C arrays too; ``tracemalloc``
     sees only the Python heap).
 
+R3b The same fixed-point iteration as ``sc.while_loop`` (``checkpoints=10``
+    against storing every step): the steps run, counted by the C sweep,
+    against ``online_forward_steps``, and the gradient's times.
+
 Run the timings::
 
     python -m pytest benchmarks/bench_scaly_loops.py --benchmark-enable
@@ -332,6 +336,40 @@ def test_while_loop_checkpointed_gradient_is_the_stored_one():
     assert ta.grad(lambda a: fixed_point(a, 10, 2000))(0.9) == stored
 
 
+def scaly_fixed_point(checkpoints: Optional[int], steps: int = FIXED_POINT_STEPS):
+    """The gradient Function of the fixed-point iteration as ``sc.while_loop``
+    (its condition one comparison of floats, so it runs in C)."""
+    BOOL = sc.TensorType((), sc.dtypes.bool_)
+
+    @sc.function(sc.arg("x", ()), sc.arg("k", ()), sc.arg("a", ()), outputs=sc.arg("go", BOOL))
+    def going(x, k, a):
+        return k < float(steps)
+
+    @sc.function(sc.arg("x", ()), sc.arg("k", ()), sc.arg("a", ()))
+    def iterate(x, k, a):
+        return (a * x).cos(), k + 1.0
+
+    @sc.function(sc.arg("a", ()), outputs=sc.arg("x", ()))
+    def run(a):
+        (x, _), _ = sc.while_loop(going, iterate, (sc.const(0.5), sc.const(0.0)),
+                                  max_iter=steps + 5, params=(a,), checkpoints=checkpoints)
+        return x
+    return sc.gradient(run, "x", "a")
+
+
+def _online_sweep(grad) -> dict:
+    from tapead.scaly.expr import topo_order
+    return next(n.attrs["spec"] for n in topo_order(grad.outputs)
+                if n.op == "scan" and n.attrs["spec"].recompute is not None)._derived["sweep"]
+
+
+def test_scaly_while_loop_checkpointed_runs_the_online_schedule():
+    from tapead.online import online_forward_steps
+    grad, stored = scaly_fixed_point(10, 2000), scaly_fixed_point(None, 2000)
+    assert grad(np.array(0.9)) == stored(np.array(0.9))
+    assert _online_sweep(grad)["forward_steps"] == online_forward_steps(2000, 10)
+
+
 def _status_kib(key: str) -> Optional[int]:
     try:
         with open("/proc/self/status") as fh:
@@ -456,6 +494,18 @@ def main(argv=None) -> None:
     t_ck, kib_ck, py_ck = while_loop_costs(10, runs)
     t_all, kib_all, py_all = while_loop_costs(None, runs)
     ratio = "n/a" if kib_all is None else f"{kib_ck / max(kib_all, 1):.2g}x"
+    from tapead.online import online_forward_steps
+    a = np.array(0.9)
+    ck, st = scaly_fixed_point(10), scaly_fixed_point(None)
+    t_sck = common.measure(ck, a, total=0.3 if args.quick else 1.5)[0]
+    t_sst = common.measure(st, a, total=0.3 if args.quick else 1.5)[0]
+    sweep = _online_sweep(ck)
+    print(f"`sc.while_loop` gradient, the same iteration: every step stored {_ms(t_sst)}; "
+          f"`checkpoints=10` {_ms(t_sck)}, steps run {sweep['forward_steps']:,} "
+          f"(online schedule: {online_forward_steps(FIXED_POINT_STEPS, 10):,}), bound "
+          f"1.5 x (steps run / n) x stored = "
+          f"{_ms(1.5 * sweep['forward_steps'] / FIXED_POINT_STEPS * t_sst)}")
+    print()
     print(f"`ta.while_loop` gradient, {FIXED_POINT_STEPS:,}-step fixed-point iteration: "
           f"every step stored {_ms(t_all)}, peak RSS growth {kib_all} KiB (traced "
           f"{py_all:,} B); `checkpoints=10` {_ms(t_ck)}, {kib_ck} KiB (traced "
