@@ -19,6 +19,12 @@ R1  The double-integrator rollout of the control-flow page
       ``backward()``, ``torch.set_num_threads(1)`` (no build step), when
       torch is installed.
 
+R1b ``sc.scan(checkpoints=10)`` against the bound its design promises: at
+    most 1.5 x (primal steps recomputed / T) x the uncheckpointed gradient's
+    time; the steps recomputed (revolve's t(T, 10), counted by the C sweep)
+    against ``optimal_forward_steps``; the peak bytes ``tracemalloc`` traces
+    during a gradient, checkpointed and storing every step.
+
 R2  Memory of a 10**6-step ``ta.scan`` gradient with ``checkpoints=20``:
     bytes traced by ``tracemalloc`` at the peak beyond the two n-vectors the
     gradient needs in any case (the gradient, a contiguous copy of the
@@ -30,6 +36,10 @@ R3  ``ta.while_loop``'s reverse gradient of a 10**4-step fixed-point
     storing every step: the ratio of times and of memory (growth of the peak
     resident size, which sees the tape's C arrays too; ``tracemalloc``
     sees only the Python heap).
+
+R3b The same fixed-point iteration as ``sc.while_loop`` (``checkpoints=10``
+    against storing every step): the steps run, counted by the C sweep,
+    against ``online_forward_steps``, and the gradient's times.
 
 Run the timings::
 
@@ -230,6 +240,53 @@ def test_rollout_gradient(benchmark, name, T):
 
 
 # ---------------------------------------------------------------------------
+# R1b: the checkpointed Scaly scan against its bound
+# ---------------------------------------------------------------------------
+
+def scaly_sweep(T: int, s: int = 10) -> dict:
+    """What the C sweep of ``sc.scan(checkpoints=s)``'s gradient recorded
+    (``forward_steps``, ``predicted_forward_steps``, ...) and the peak traced
+    bytes of one gradient, checkpointed (``peak``) and storing every step
+    (``peak_stored``)."""
+    from tapead.scaly.expr import topo_order
+
+    def peak(fn, u):
+        fn(u)
+        tracemalloc.start()
+        try:
+            fn(u)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    @sc.function(sc.arg("x", 2), sc.arg("u", ()))
+    def model(x, u):
+        return x + H * sc.stack([x[1], u]), sc.sumsqr(x)
+
+    @sc.function(sc.arg("x0", 2), sc.arg("controls", T),
+                 outputs=sc.group(sc.arg("final", 2), sc.arg("cost", ())))
+    def rollout(x0, controls):
+        final, (costs,) = sc.scan(model, x0, (controls,), length=T, checkpoints=s)
+        return final, costs.sum()
+
+    grad = sc.gradient(rollout, "cost", "controls")
+    u = controls(T)
+    out = {"peak": peak(lambda v: grad(X0, v), u), "peak_stored": peak(build_scaly(T), u)}
+    spec = next(n.attrs["spec"] for n in topo_order(grad.outputs)
+                if n.op == "scan" and n.attrs["spec"].recompute is not None)
+    out.update(spec._derived["sweep"])
+    return out
+
+
+@pytest.mark.parametrize("T", LENGTHS)
+def test_checkpointed_scaly_scan_recomputes_revolves_steps(T):
+    from tapead.checkpointing import optimal_forward_steps
+    sweep = scaly_sweep(T)
+    assert sweep["forward_steps"] == optimal_forward_steps(T, 10)
+    assert sweep["peak"] + T * X0.nbytes < sweep["peak_stored"]
+
+
+# ---------------------------------------------------------------------------
 # R2: the memory of a long checkpointed scan
 # ---------------------------------------------------------------------------
 
@@ -304,6 +361,40 @@ def fixed_point(a, checkpoints=None, steps=FIXED_POINT_STEPS):
 def test_while_loop_checkpointed_gradient_is_the_stored_one():
     stored = ta.grad(lambda a: fixed_point(a, None, 2000))(0.9)
     assert ta.grad(lambda a: fixed_point(a, 10, 2000))(0.9) == stored
+
+
+def scaly_fixed_point(checkpoints: Optional[int], steps: int = FIXED_POINT_STEPS):
+    """The gradient Function of the fixed-point iteration as ``sc.while_loop``
+    (its condition one comparison of floats, so it runs in C)."""
+    BOOL = sc.TensorType((), sc.dtypes.bool_)
+
+    @sc.function(sc.arg("x", ()), sc.arg("k", ()), sc.arg("a", ()), outputs=sc.arg("go", BOOL))
+    def going(x, k, a):
+        return k < float(steps)
+
+    @sc.function(sc.arg("x", ()), sc.arg("k", ()), sc.arg("a", ()))
+    def iterate(x, k, a):
+        return (a * x).cos(), k + 1.0
+
+    @sc.function(sc.arg("a", ()), outputs=sc.arg("x", ()))
+    def run(a):
+        (x, _), _ = sc.while_loop(going, iterate, (sc.const(0.5), sc.const(0.0)),
+                                  max_iter=steps + 5, params=(a,), checkpoints=checkpoints)
+        return x
+    return sc.gradient(run, "x", "a")
+
+
+def _online_sweep(grad) -> dict:
+    from tapead.scaly.expr import topo_order
+    return next(n.attrs["spec"] for n in topo_order(grad.outputs)
+                if n.op == "scan" and n.attrs["spec"].recompute is not None)._derived["sweep"]
+
+
+def test_scaly_while_loop_checkpointed_runs_the_online_schedule():
+    from tapead.online import online_forward_steps
+    grad, stored = scaly_fixed_point(10, 2000), scaly_fixed_point(None, 2000)
+    assert grad(np.array(0.9)) == stored(np.array(0.9))
+    assert _online_sweep(grad)["forward_steps"] == online_forward_steps(2000, 10)
 
 
 def _status_kib(key: str) -> Optional[int]:
@@ -393,6 +484,29 @@ def main(argv=None) -> None:
             cells += [_ms(best_build) if has_build else "-", _ms(best)]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print()
+    print("| `sc.scan(checkpoints=10)` | T = 100 | T = 1 000 | T = 10 000 |")
+    print("|---|---|---|---|")
+    rows: Dict[str, List[str]] = {k: [] for k in (
+        "primal steps recomputed (predicted)", "eval, checkpointed", "eval, every step stored",
+        "bound 1.5 x (recomputed / T) x stored", "peak traced bytes (stored)",
+        "snapshot bytes predicted")}
+    for T in LENGTHS:
+        sweep, u = scaly_sweep(T), controls(T)
+        t_ck = common.measure(build_scaly(T, 10), u, total=0.3 if args.quick else 1.5)[0]
+        t_st = common.measure(build_scaly(T), u, total=0.3 if args.quick else 1.5)[0]
+        rows["primal steps recomputed (predicted)"].append(
+            f"{sweep['forward_steps']:,} ({sweep['predicted_forward_steps']:,})")
+        rows["eval, checkpointed"].append(_ms(t_ck))
+        rows["eval, every step stored"].append(_ms(t_st))
+        rows["bound 1.5 x (recomputed / T) x stored"].append(
+            _ms(1.5 * sweep["forward_steps"] / T * t_st))
+        rows["peak traced bytes (stored)"].append(
+            f"{sweep['peak']:,} ({sweep['peak_stored']:,})")
+        rows["snapshot bytes predicted"].append(
+            f"{ta.checkpoint_cost(T, 10, carry_bytes=sweep['carry_bytes'])['bytes']:,}")
+    for label, cells in rows.items():
+        print(f"| {label} | " + " | ".join(c.replace(",", " ") for c in cells) + " |")
+    print()
     n = 10 ** 6
     runs = [scan_memory(n) for _ in range(1 if args.quick else 3)]
     mem = min(runs, key=lambda r: r["beyond"])
@@ -407,6 +521,18 @@ def main(argv=None) -> None:
     t_ck, kib_ck, py_ck = while_loop_costs(10, runs)
     t_all, kib_all, py_all = while_loop_costs(None, runs)
     ratio = "n/a" if kib_all is None else f"{kib_ck / max(kib_all, 1):.2g}x"
+    from tapead.online import online_forward_steps
+    a = np.array(0.9)
+    ck, st = scaly_fixed_point(10), scaly_fixed_point(None)
+    t_sck = common.measure(ck, a, total=0.3 if args.quick else 1.5)[0]
+    t_sst = common.measure(st, a, total=0.3 if args.quick else 1.5)[0]
+    sweep = _online_sweep(ck)
+    print(f"`sc.while_loop` gradient, the same iteration: every step stored {_ms(t_sst)}; "
+          f"`checkpoints=10` {_ms(t_sck)}, steps run {sweep['forward_steps']:,} "
+          f"(online schedule: {online_forward_steps(FIXED_POINT_STEPS, 10):,}), bound "
+          f"1.5 x (steps run / n) x stored = "
+          f"{_ms(1.5 * sweep['forward_steps'] / FIXED_POINT_STEPS * t_sst)}")
+    print()
     print(f"`ta.while_loop` gradient, {FIXED_POINT_STEPS:,}-step fixed-point iteration: "
           f"every step stored {_ms(t_all)}, peak RSS growth {kib_all} KiB (traced "
           f"{py_all:,} B); `checkpoints=10` {_ms(t_ck)}, {kib_ck} KiB (traced "

@@ -227,3 +227,16 @@ def scalar_while(body: Tape, body_ins: Sequence[int], body_outs: Sequence[int],
                  cond_outs: Sequence[int], cond_consts: Sequence[float], comparison: str,
                  carry: np.ndarray, params: np.ndarray, traj: np.ndarray,
                  max_iter: int) -> int: ...
+def scalar_while_online(body: Tape, body_ins: Sequence[int], body_outs: Sequence[int],
+                        body_consts: Sequence[float], cond: Tape, cond_ins: Sequence[int],
+                        cond_outs: Sequence[int], cond_consts: Sequence[float],
+                        comparison: str, carry: np.ndarray, params: np.ndarray,
+                        max_iter: int, s: int) -> Tuple[int, np.ndarray, np.ndarray]: ...
+def scalar_scan_checkpointed(fwd: Tape, fwd_carry_in: Sequence[int], fwd_x_in: Sequence[int],
+                             fwd_x_cols: Sequence[int], fwd_outs: Sequence[int],
+                             fwd_consts: Sequence[float], back: Tape,
+                             back_carry_in: Sequence[int], back_x_in: Sequence[int],
+                             back_x_cols: Sequence[int], back_outs: Sequence[int],
+                             back_consts: Sequence[float], xs: np.ndarray, params: np.ndarray,
+                             carry0: np.ndarray, adjoint: np.ndarray, ys: np.ndarray,
+                             steps: np.ndarray, s: int) -> int: ...

@@ -120,3 +120,36 @@ cdef int _revolve_next(RevolveState* state, int64_t* row) noexcept nogil:
                                          state.snaps - state.check)
         row[0], row[1], row[2] = _ADVANCE, oldcapo, state.capo
     return _OK
+
+
+# The online rule (Wang, Moin & Iaccarino 2009) for a loop of unknown length:
+# which stored state a new state replaces (_revolve.OnlineCheckpoints, and the
+# graph API's while loops in _core).
+
+cdef int64_t _online_place(int64_t snaps, int64_t* count, int64_t* steps,
+                           int64_t* levels, int64_t i) noexcept nogil:
+    """The placement rule above on sorted arrays (see _revolve.OnlineCheckpoints.place)."""
+    cdef int64_t k, j, top = -1, victim = -1, dropped, level = 0
+    if snaps <= 1:
+        return -2
+    if count[0] < snaps - 1:
+        steps[count[0]] = i
+        levels[count[0]] = 0
+        count[0] += 1
+        return -1
+    for k in range(count[0] - 1, -1, -1):      # latest first
+        if levels[k] < top:
+            victim = k
+            break
+        if levels[k] > top:
+            top = levels[k]
+    if victim < 0:                             # none dispensable: replace the latest
+        victim = count[0] - 1
+        level = levels[victim] + 1
+    dropped = steps[victim]
+    for j in range(victim, count[0] - 1):      # close the gap, append i at the end
+        steps[j] = steps[j + 1]
+        levels[j] = levels[j + 1]
+    steps[count[0] - 1] = i
+    levels[count[0] - 1] = level
+    return dropped

@@ -1,10 +1,243 @@
 # A scalar tape run as the body of a loop, every step in C
-# (included by _core.pyx after _tape_replay.pxi).
+# (included by _core.pyx after _tape_replay.pxi and _revolve_kernel.pxi).
 #
-# ``ta.scan`` over float carries and 1-d float xs records its body once on a
-# small tape of scalar nodes; ``ScalarLoop`` then runs that tape T times
-# (values and local partials, kept per step) and reverses all T steps in one
-# C loop, instead of recording T copies of the body from Python.
+# One implementation serves every loop over a recorded scalar body:
+#
+# * ``ScalarBody`` + ``_body_step``: one step of the body (write the carries
+#   and the step's inputs into its input nodes, re-evaluate the scalar nodes
+#   in id order; values only, or values and local partials);
+# * ``_revolve_sweep``: a reverse sweep from at most ``s`` stored carries,
+#   Griewank & Walther's revolve schedule run in C, its primal steps by
+#   ``_body_step`` and each reversed step handed to a ``turn`` callback.
+#
+# ``ScalarLoop`` (``ta.scan`` over float carries, ``tapead.scalar_scan``)
+# reverses a step with the body's own partials; ``scalar_scan``,
+# ``scalar_while`` and ``scalar_scan_checkpointed`` (the graph API's loops,
+# ``_loop_replay.pxi``) run the same steps, the last one reversing a step by
+# running the recorded backward body.
+
+
+cdef struct ScalarBody:
+    # the tape's node arrays (an all-scalar tape: inputs and scalar opcodes)
+    const int32_t *op
+    const int32_t *a
+    const int32_t *b
+    double *val
+    const double *consts        # the tape's p1: the constants of the constant ops
+    Py_ssize_t n
+    # nc carry inputs: node ids
+    Py_ssize_t nc
+    const Py_ssize_t *cin
+    # nx per-step inputs: node ids and the column of the step's input row each reads
+    Py_ssize_t nx
+    const Py_ssize_t *xin
+    const Py_ssize_t *xcol
+    # nout outputs: node ids, -1 for an output that is the constant outc[j]
+    Py_ssize_t nout
+    const Py_ssize_t *outs
+    const double *outc
+
+
+cdef class _BodyArrays:
+    """The id arrays a ``ScalarBody`` points into (kept alive while it runs).
+
+    A step input whose column is negative, ``-1 - j``, is a parameter: it
+    reads ``params[j]`` of :meth:`write_params`, once, not a column of each
+    step's row.
+    """
+    cdef object cin, xin, xcol, outs, outc, pin, pcol
+    cdef ScalarBody body
+
+    def __cinit__(self, Tape tp, carry_in, x_in, x_cols, out_ids, out_consts, str who):
+        cdef Py_ssize_t i
+        for i in range(tp.n):
+            if tp.op[i] != OP_INPUT and tp.op[i] < FIRST_BINARY:
+                raise ValueError(f"{who}: node {i} of the body's tape is not a scalar node "
+                                 f"(opcode {tp.op[i]}); loop over it with Tape.evaluate instead")
+        x_in, x_cols = list(x_in), list(x_cols)
+        if len(x_cols) != len(x_in) or len(out_consts) != len(out_ids):
+            raise ValueError(f"{who}: one column per step input and one constant per output")
+        per_step = [j for j in range(len(x_in)) if x_cols[j] >= 0]
+        params = [j for j in range(len(x_in)) if x_cols[j] < 0]
+        self.cin = _padded(carry_in, np.intp)
+        self.xin = _padded([x_in[j] for j in per_step], np.intp)
+        self.xcol = _padded([x_cols[j] for j in per_step], np.intp)
+        self.pin = np.array([x_in[j] for j in params], dtype=np.intp)
+        self.pcol = np.array([-1 - x_cols[j] for j in params], dtype=np.intp)
+        self.outs = _padded(out_ids, np.intp)
+        self.outc = _padded(out_consts, np.float64)
+        nc, nx, nout = len(carry_in), len(per_step), len(out_ids)
+        for i in list(carry_in) + x_in:
+            if not 0 <= i < tp.n or tp.op[i] != OP_INPUT:
+                raise ValueError(f"{who}: node {i} is not a scalar input of the tape")
+        for i in self.outs[:nout]:
+            if i >= tp.n:
+                raise ValueError(f"{who}: output node {i} is not on the tape")
+        self.body.op, self.body.a, self.body.b = tp.op, tp.a, tp.b
+        self.body.val, self.body.consts, self.body.n = tp.val, tp.p1, tp.n
+        self.body.nc, self.body.nx, self.body.nout = nc, nx, nout
+        self.body.cin = <const Py_ssize_t *> _data(self.cin)
+        self.body.xin = <const Py_ssize_t *> _data(self.xin)
+        self.body.xcol = <const Py_ssize_t *> _data(self.xcol)
+        self.body.outs = <const Py_ssize_t *> _data(self.outs)
+        self.body.outc = <const double *> _data(self.outc)
+
+    cdef int write_params(self, const double[::1] params) except -1:
+        """Write the parameters into their input nodes (before the steps run)."""
+        cdef Py_ssize_t j
+        for j in range(self.pin.shape[0]):
+            if not 0 <= self.pcol[j] < params.shape[0]:
+                raise ValueError(f"parameter {self.pcol[j]} is not in params")
+            self.body.val[self.pin[j]] = params[self.pcol[j]]
+        return 0
+
+
+cdef object _padded(values, dtype):
+    """``values`` as a contiguous 1-d array of ``dtype`` with at least one element
+    (so that its data pointer is valid; the count is kept apart)."""
+    arr = np.array(values, dtype=dtype).reshape(-1)
+    return arr if arr.size else np.zeros(1, dtype=dtype)
+
+
+cdef void *_data(object arr):
+    """The data pointer of a non-empty C-contiguous array (which the caller
+    keeps alive while the pointer is used)."""
+    if not arr.flags.c_contiguous or arr.size == 0:
+        raise ValueError("internal error: a loop buffer is empty or not contiguous")
+    cdef char[::1] raw = arr.reshape(-1).view(np.int8)
+    return <void *> &raw[0]
+
+
+cdef void _body_step(const ScalarBody *bd, const double *carry, const double *xrow,
+                     double *p0, double *p1) noexcept nogil:
+    """One step of the body from ``carry`` (nc) and the step's input row
+    ``xrow``: values into the tape's ``val``; with ``p0`` not NULL, the local
+    partials of node i into ``p0[i]``/``p1[i]`` (the tape's own are untouched)."""
+    cdef Py_ssize_t i, j
+    cdef int o
+    cdef double v, d0, d1, y
+    cdef double *val = bd.val
+    for j in range(bd.nc):
+        val[bd.cin[j]] = carry[j]
+    for j in range(bd.nx):
+        val[bd.xin[j]] = xrow[bd.xcol[j]]
+    if p0 == NULL:
+        for i in range(bd.n):
+            o = bd.op[i]
+            if o >= FIRST_BINARY:
+                y = val[bd.b[i]] if o < FIRST_CONST else bd.consts[i]
+                val[i] = scalar_value(o, val[bd.a[i]], y)
+        return
+    for i in range(bd.n):
+        o = bd.op[i]
+        if o == OP_INPUT:
+            p0[i] = 0.0
+            p1[i] = 0.0
+            continue
+        y = val[bd.b[i]] if o < FIRST_CONST else bd.consts[i]
+        scalar_eval(o, val[bd.a[i]], y, &v, &d0, &d1)
+        val[i] = v
+        p0[i] = d0
+        p1[i] = d1
+
+
+cdef inline double _body_out(const ScalarBody *bd, Py_ssize_t j) noexcept nogil:
+    """Output j of the last step."""
+    return bd.val[bd.outs[j]] if bd.outs[j] >= 0 else bd.outc[j]
+
+
+ctypedef void (*_turn_fn)(void *ctx, Py_ssize_t i, const double *state) noexcept nogil
+
+
+cdef int _revolve_sweep(Py_ssize_t T, Py_ssize_t snaps, const ScalarBody *fwd,
+                        const double *xs, Py_ssize_t row_len, const Py_ssize_t *steps,
+                        double *cur, double *slots, _turn_fn turn, void *ctx,
+                        int64_t *advances) noexcept nogil:
+    """Reverse the T steps of a loop from at most ``snaps`` stored carries.
+
+    Step i (0 <= i < T, in execution order) reads the input row
+    ``xs + row_len * steps[i]`` (``steps`` NULL: row i).  ``cur`` holds the
+    initial carries (``fwd.nc``) and is overwritten; ``slots`` has room for
+    ``snaps * fwd.nc`` doubles.  The steps are reversed last first, each by
+    ``turn(ctx, i, carries entering step i)``; ``advances`` receives the
+    primal steps run (revolve's ``t(T, snaps)``).  Returns ``_OK`` or a kernel
+    error code.
+    """
+    cdef RevolveState st
+    cdef int64_t row[3]
+    cdef int64_t t
+    cdef Py_ssize_t j, nc = fwd.nc
+    cdef int status = _revolve_init(&st, T, snaps)
+    advances[0] = 0
+    if status != _OK:
+        free(st.held)
+        return status
+    while True:
+        status = _revolve_next(&st, row)
+        if status != _OK or row[0] == _TERMINATE:
+            break
+        if row[0] == _ADVANCE:
+            for t in range(row[1], row[2]):
+                _body_step(fwd, cur, xs + row_len * (steps[t] if steps != NULL else t),
+                           NULL, NULL)
+                for j in range(nc):
+                    cur[j] = _body_out(fwd, j)
+            advances[0] += row[2] - row[1]
+        elif row[0] == _TAKESHOT:
+            for j in range(nc):
+                slots[row[2] * nc + j] = cur[j]
+        elif row[0] == _RESTORE:
+            for j in range(nc):
+                cur[j] = slots[row[2] * nc + j]
+        else:                                   # FIRSTURN / YOUTURN: reverse step row[1]
+            turn(ctx, row[1], cur)
+    free(st.held)
+    return status
+
+
+cdef struct _AdjointTurn:
+    # ScalarLoop's reversed step: the body's partials, swept in C
+    const ScalarBody *bd
+    const double *xs            # (T, nx) input rows
+    double *p0
+    double *p1                  # the step's partials (n each)
+    double *adj                 # n + 1 adjoints; adj[0] is the sink of absent operands
+    double *gc                  # (nc) adjoint of the carry, updated
+    double *gx                  # (T, nx) adjoints of the inputs
+    const double *gy            # (T, ny) adjoints of the outputs
+    Py_ssize_t ny
+
+
+cdef void _sweep_step(const ScalarBody *bd, const double *p0, const double *p1,
+                      double *buf, double *gc, const double *gy_row, Py_ssize_t ny,
+                      double *gx_row) noexcept nogil:
+    """The reverse sweep of one step: from the adjoints of its outputs (``gc``:
+    the next carries; ``gy_row``: the ``ny`` outputs after them) to those of
+    its carries (into ``gc``) and inputs (into ``gx_row``)."""
+    cdef Py_ssize_t i, j, nc = bd.nc
+    cdef double g
+    cdef double *adj = buf + 1
+    memset(buf, 0, (bd.n + 1) * sizeof(double))
+    for j in range(nc):
+        adj[bd.outs[j]] += gc[j]
+    for j in range(ny):
+        adj[bd.outs[nc + j]] += gy_row[j]
+    for i in range(bd.n - 1, -1, -1):
+        g = adj[i]
+        if g != 0.0 and bd.op[i] != OP_INPUT:
+            adj[bd.a[i]] += g * p0[i]
+            adj[bd.b[i]] += g * p1[i]
+    for j in range(nc):
+        gc[j] = adj[bd.cin[j]]
+    for j in range(bd.nx):
+        gx_row[j] = adj[bd.xin[j]]
+
+
+cdef void _adjoint_turn(void *ctx, Py_ssize_t t, const double *state) noexcept nogil:
+    cdef _AdjointTurn *c = <_AdjointTurn *> ctx
+    cdef const ScalarBody *bd = c.bd
+    _body_step(bd, state, c.xs + bd.nx * t, c.p0, c.p1)
+    _sweep_step(bd, c.p0, c.p1, c.adj, c.gc, c.gy + c.ny * t, c.ny, c.gx + bd.nx * t)
 
 
 @cython.final
@@ -21,32 +254,23 @@ cdef class ScalarLoop:
     carry_out, y_out : sequence of int
         Node ids of the next carry and of the step's outputs ``y``.
     """
-    cdef Tape body
-    cdef object cin, xin, cout, yout      # int32 arrays of node ids
+    cdef Tape tape
+    cdef _BodyArrays arrays
+    cdef Py_ssize_t m, k, q
     cdef object p0s, p1s                  # (T, n) partials of the last forward run
     cdef readonly Py_ssize_t steps
 
     def __cinit__(self, Tape body, carry_in, x_in, carry_out, y_out):
-        cdef Py_ssize_t i
-        for i in range(body.n):
-            if body.op[i] != OP_INPUT and body.op[i] < FIRST_BINARY:
-                raise ValueError("ScalarLoop: the body tape has a non-scalar node "
-                                 f"{i} (opcode {body.op[i]})")
-        self.body = body
-        self.cin = np.asarray(carry_in, dtype=np.int32)
-        self.xin = np.asarray(x_in, dtype=np.int32)
-        self.cout = np.asarray(carry_out, dtype=np.int32)
-        self.yout = np.asarray(y_out, dtype=np.int32)
-        for ids, what in ((self.cin, "carry_in"), (self.xin, "x_in")):
-            for i in ids:
-                if not 0 <= i < body.n or body.op[i] != OP_INPUT:
-                    raise ValueError(f"ScalarLoop: {what} id {i} is not an input node")
-        for ids in (self.cout, self.yout):
-            for i in ids:
-                if not 0 <= i < body.n:
-                    raise ValueError(f"ScalarLoop: output id {i} is not on the tape")
-        if len(self.cout) != len(self.cin):
+        if len(carry_out) != len(carry_in):
             raise ValueError("ScalarLoop: carry_in and carry_out differ in length")
+        for i in list(carry_out) + list(y_out):
+            if not 0 <= i < body.n:
+                raise ValueError(f"ScalarLoop: output id {i} is not on the tape")
+        outs = list(carry_out) + list(y_out)
+        self.arrays = _BodyArrays(body, carry_in, x_in, range(len(x_in)), outs,
+                                  [0.0] * len(outs), "ScalarLoop")
+        self.tape = body
+        self.m, self.k, self.q = len(carry_in), len(x_in), len(y_out)
         self.steps = -1
 
     def forward(self, carry0, xs, bint keep=True):
@@ -56,36 +280,34 @@ cdef class ScalarLoop:
         partials of every step are kept for :meth:`reverse`; without, only
         values are computed (for :meth:`reverse_checkpointed`).
         """
-        cdef const double[::1] c0 = np.ascontiguousarray(carry0, dtype=np.float64)
-        cdef const double[:, ::1] xv = np.ascontiguousarray(xs, dtype=np.float64)
-        cdef const int32_t[::1] cin = self.cin, xin = self.xin
-        cdef const int32_t[::1] cout = self.cout, yout = self.yout
-        cdef Py_ssize_t T = xv.shape[0], n = self.body.n, m = cin.shape[0]
-        cdef Py_ssize_t k = xin.shape[0], q = yout.shape[0], t, i, j
-        if c0.shape[0] != m or (T and xv.shape[1] != k):
+        cdef Py_ssize_t n = self.tape.n, m = self.m, k = self.k, q = self.q, t, j
+        c0 = np.asarray(carry0, dtype=np.float64).reshape(-1)
+        x_arr = _rows_of(xs, k)
+        if c0.shape[0] != m:
             raise ValueError("ScalarLoop.forward: carry0 or xs has the wrong size")
-        carry = np.array(c0, dtype=np.float64)
+        cdef Py_ssize_t T = x_arr.shape[0]
+        carry = np.zeros(max(m, 1), dtype=np.float64)
+        carry[:m] = c0
         ys = np.empty((T, q), dtype=np.float64)
-        self.p0s = np.empty((T if keep else 1, n), dtype=np.float64)
-        self.p1s = np.empty((T if keep else 1, n), dtype=np.float64)
-        cdef Py_ssize_t row = 0
-        cdef double[::1] c = carry
-        cdef double[:, ::1] yv = ys
-        cdef double[:, ::1] P0 = self.p0s
-        cdef double[:, ::1] P1 = self.p1s
-        cdef Tape tp = self.body
+        self.p0s = np.empty((T if keep else 0, n), dtype=np.float64)
+        self.p1s = np.empty((T if keep else 0, n), dtype=np.float64)
+        cdef double dummy[1]
+        cdef double *c = <double *> _data(carry)
+        cdef const double *X = <const double *> _ptr(x_arr, dummy)
+        cdef double *Y = <double *> _ptr(ys, dummy)
+        cdef double *P0 = <double *> _ptr(self.p0s, dummy)
+        cdef double *P1 = <double *> _ptr(self.p1s, dummy)
+        cdef const ScalarBody *bd = &self.arrays.body
         with nogil:
             for t in range(T):
-                row = t if keep else 0
-                _loop_step(tp.op, tp.a, tp.b, tp.val, tp.p1, &c[0] if m else NULL,
-                           &xv[t, 0] if k else NULL,
-                           &cin[0], &xin[0], m, k, n, &P0[row, 0], &P1[row, 0])
+                _body_step(bd, c, X + k * t, P0 + n * t if keep else NULL,
+                           P1 + n * t if keep else NULL)
                 for j in range(m):
-                    c[j] = tp.val[cout[j]]
+                    c[j] = _body_out(bd, j)
                 for j in range(q):
-                    yv[t, j] = tp.val[yout[j]]
+                    Y[q * t + j] = _body_out(bd, m + j)
         self.steps = T if keep else -1
-        return carry, ys
+        return carry[:m], ys
 
     def reverse_checkpointed(self, carry0, xs, g_carry, g_ys, Py_ssize_t s):
         """Cotangents as :meth:`reverse` gives them, from at most ``s`` stored
@@ -94,154 +316,81 @@ cdef class ScalarLoop:
         carries.  Returns ``(carry0 (m,), xs (T, k), advance_steps)``;
         ``advance_steps`` is revolve's ``t(T, s)``.
         """
-        cdef const double[::1] c0 = np.ascontiguousarray(carry0, dtype=np.float64)
-        cdef const double[:, ::1] xv = np.ascontiguousarray(xs, dtype=np.float64)
-        cdef const int32_t[::1] cin = self.cin, xin = self.xin
-        cdef const int32_t[::1] cout = self.cout, yout = self.yout
-        cdef Py_ssize_t T = xv.shape[0], n = self.body.n, m = cin.shape[0]
-        cdef Py_ssize_t k = xin.shape[0], q = yout.shape[0], i, j, t
-        cdef const double[:, ::1] gy = np.ascontiguousarray(
-            np.reshape(g_ys, (T, q)), dtype=np.float64)
+        cdef Py_ssize_t m = self.m, k = self.k, q = self.q, n = self.tape.n
+        x_arr = _rows_of(xs, k)
+        cdef Py_ssize_t T = x_arr.shape[0]
+        gy_arr = _rows_of(g_ys, q, T)
         if s < 1:
             raise ValueError("ScalarLoop.reverse_checkpointed: s must be >= 1")
         cdef Py_ssize_t snaps = min(s, T) if T > 0 else 1
-        gcarry = np.array(g_carry, dtype=np.float64)
+        gcarry = np.zeros(max(m, 1), dtype=np.float64)
+        gcarry[:m] = np.asarray(g_carry, dtype=np.float64).reshape(-1)
         gxs = np.zeros((T, k), dtype=np.float64)
-        slots = np.empty((snaps, max(m, 1)), dtype=np.float64)
-        cur_arr = np.array(c0, dtype=np.float64)
-        part = np.empty((2, n), dtype=np.float64)
-        cdef double[::1] gc = gcarry
-        cdef double[:, ::1] gx = gxs
-        cdef double[:, ::1] sl = slots
-        cdef double[::1] cur = cur_arr
-        cdef double[:, ::1] pp = part
-        cdef Tape tp = self.body
-        cdef RevolveState st
-        cdef int64_t row[3]
-        cdef int status = _OK
+        slots = np.empty(snaps * max(m, 1), dtype=np.float64)
+        cur_arr = np.zeros(max(m, 1), dtype=np.float64)
+        cur_arr[:m] = np.asarray(carry0, dtype=np.float64).reshape(-1)
+        part = np.empty((2, n + 1), dtype=np.float64)
+        adj = np.empty(n + 1, dtype=np.float64)
+        cdef double dummy[1]
+        cdef _AdjointTurn ctx
+        ctx.bd = &self.arrays.body
+        ctx.xs = <const double *> _ptr(x_arr, dummy)
+        ctx.gy, ctx.ny = <const double *> _ptr(gy_arr, dummy), q
+        ctx.p0 = <double *> _data(part)
+        ctx.p1 = ctx.p0 + n + 1
+        ctx.adj = <double *> _data(adj)
+        ctx.gc, ctx.gx = <double *> _data(gcarry), <double *> _ptr(gxs, dummy)
+        cdef double *cur = <double *> _data(cur_arr)
+        cdef double *sl = <double *> _data(slots)
         cdef int64_t advances = 0
-        cdef double g
-        cdef double *buf = <double *>calloc(n + 1, sizeof(double))
-        cdef double *adj = buf + 1
-        if buf == NULL or _revolve_init(&st, T, snaps) != _OK:
-            free(buf)
+        cdef int status
+        with nogil:
+            status = _revolve_sweep(T, snaps, ctx.bd, ctx.xs, k, NULL, cur, sl,
+                                    _adjoint_turn, &ctx, &advances)
+        if status == _NO_MEMORY:
             raise MemoryError("out of memory while reversing the loop")
-        try:
-            with nogil:
-                while True:
-                    status = _revolve_next(&st, row)
-                    if status != _OK or row[0] == _TERMINATE:
-                        break
-                    if row[0] == _ADVANCE:
-                        for t in range(row[1], row[2]):
-                            _loop_step(tp.op, tp.a, tp.b, tp.val, tp.p1, &cur[0] if m else NULL,
-                                       &xv[t, 0] if k else NULL, &cin[0], &xin[0],
-                                       m, k, n, &pp[0, 0], &pp[1, 0])
-                            for j in range(m):
-                                cur[j] = tp.val[cout[j]]
-                        advances += row[2] - row[1]
-                    elif row[0] == _TAKESHOT:
-                        for j in range(m):
-                            sl[row[2], j] = cur[j]
-                    elif row[0] == _RESTORE:
-                        for j in range(m):
-                            cur[j] = sl[row[2], j]
-                    else:                   # FIRSTURN / YOUTURN: reverse step row[1]
-                        t = row[1]
-                        _loop_step(tp.op, tp.a, tp.b, tp.val, tp.p1, &cur[0] if m else NULL,
-                                   &xv[t, 0] if k else NULL,
-                                   &cin[0], &xin[0], m, k, n, &pp[0, 0], &pp[1, 0])
-                        memset(buf, 0, (n + 1) * sizeof(double))
-                        for j in range(m):
-                            adj[cout[j]] += gc[j]
-                        for j in range(q):
-                            adj[yout[j]] += gy[t, j]
-                        for i in range(n - 1, -1, -1):
-                            g = adj[i]
-                            if g != 0.0 and tp.op[i] != OP_INPUT:
-                                adj[tp.a[i]] += g * pp[0, i]
-                                adj[tp.b[i]] += g * pp[1, i]
-                        for j in range(m):
-                            gc[j] = adj[cin[j]]
-                        for j in range(k):
-                            gx[t, j] = adj[xin[j]]
-        finally:
-            free(buf)
-            free(st.held)
         if status != _OK:
             raise RuntimeError("internal error: the revolve kernel ran out of slots")
-        return gcarry, gxs, advances
+        return gcarry[:m], gxs, advances
 
     def reverse(self, g_carry, g_ys):
         """Cotangents of the last forward run: ``(carry0 (m,), xs (T, k))``
         from those of the final carry (m,) and of ys (T, q)."""
         if self.steps < 0:
             raise RuntimeError("ScalarLoop.reverse: call forward first")
-        cdef Py_ssize_t T = self.steps, n = self.body.n, t, i, j
-        cdef const int32_t[::1] cin = self.cin, xin = self.xin
-        cdef const int32_t[::1] cout = self.cout, yout = self.yout
-        cdef Py_ssize_t m = cin.shape[0], k = xin.shape[0], q = yout.shape[0]
-        cdef const double[::1] gc0 = np.ascontiguousarray(g_carry, dtype=np.float64)
-        cdef const double[:, ::1] gy = np.ascontiguousarray(
-            np.reshape(g_ys, (T, q)), dtype=np.float64)
-        if gc0.shape[0] != m:
+        cdef Py_ssize_t T = self.steps, n = self.tape.n, t
+        cdef Py_ssize_t m = self.m, k = self.k, q = self.q
+        gc_in = np.asarray(g_carry, dtype=np.float64).reshape(-1)
+        if gc_in.shape[0] != m:
             raise ValueError("ScalarLoop.reverse: g_carry has the wrong size")
-        gcarry = np.array(gc0, dtype=np.float64)
+        gy_arr = _rows_of(g_ys, q, T)
+        gcarry = np.zeros(max(m, 1), dtype=np.float64)
+        gcarry[:m] = gc_in
         gxs = np.zeros((T, k), dtype=np.float64)
-        cdef double[::1] gc = gcarry
-        cdef double[:, ::1] gx = gxs
-        cdef const double[:, ::1] P0 = self.p0s
-        cdef const double[:, ::1] P1 = self.p1s
-        cdef Tape tp = self.body
-        cdef double g
-        cdef double *buf = <double *>calloc(n + 1, sizeof(double))
-        if buf == NULL:
-            raise MemoryError("cannot allocate the adjoint buffer")
-        cdef double *adj = buf + 1
-        try:
-            with nogil:
-                for t in range(T - 1, -1, -1):
-                    memset(buf, 0, (n + 1) * sizeof(double))
-                    for j in range(m):
-                        adj[cout[j]] += gc[j]
-                    for j in range(q):
-                        adj[yout[j]] += gy[t, j]
-                    for i in range(n - 1, -1, -1):
-                        g = adj[i]
-                        if g != 0.0 and tp.op[i] != OP_INPUT:
-                            adj[tp.a[i]] += g * P0[t, i]
-                            adj[tp.b[i]] += g * P1[t, i]
-                    for j in range(m):
-                        gc[j] = adj[cin[j]]
-                    for j in range(k):
-                        gx[t, j] = adj[xin[j]]
-        finally:
-            free(buf)
-        return gcarry, gxs
+        adj = np.empty(n + 1, dtype=np.float64)
+        cdef double dummy[1]
+        cdef double *gc = <double *> _data(gcarry)
+        cdef double *av = <double *> _data(adj)
+        cdef double *GX = <double *> _ptr(gxs, dummy)
+        cdef const double *GY = <const double *> _ptr(gy_arr, dummy)
+        cdef const double *P0 = <const double *> _ptr(self.p0s, dummy)
+        cdef const double *P1 = <const double *> _ptr(self.p1s, dummy)
+        cdef const ScalarBody *bd = &self.arrays.body
+        with nogil:
+            for t in range(T - 1, -1, -1):
+                _sweep_step(bd, P0 + n * t, P1 + n * t, av, gc, GY + q * t, q, GX + k * t)
+        return gcarry[:m], gxs
 
 
-cdef void _loop_step(const int32_t *op, const int32_t *a, const int32_t *b, double *val,
-                     const double *consts, const double *carry, const double *x,
-                     const int32_t *cin, const int32_t *xin, Py_ssize_t m, Py_ssize_t k,
-                     Py_ssize_t n, double *p0, double *p1) noexcept nogil:
-    """One step of the body tape from ``carry`` and ``x``: values into
-    ``val``, local partials into ``p0``/``p1`` (n each); ``consts`` is the
-    tape's p1 (the constants of the constant ops)."""
-    cdef Py_ssize_t i, j
-    cdef int o
-    cdef double v, d0, d1, y
-    for j in range(m):
-        val[cin[j]] = carry[j]
-    for j in range(k):
-        val[xin[j]] = x[j]
-    for i in range(n):
-        o = op[i]
-        if o == OP_INPUT:
-            p0[i] = 0.0
-            p1[i] = 0.0
-            continue
-        y = val[b[i]] if o < FIRST_CONST else consts[i]
-        scalar_eval(o, val[a[i]], y, &v, &d0, &d1)
-        val[i] = v
-        p0[i] = d0
-        p1[i] = d1
+cdef object _rows_of(values, Py_ssize_t width, Py_ssize_t rows=-1):
+    """``values`` as a C-contiguous float64 array of ``rows`` (default: its
+    length) rows of ``width``."""
+    if rows < 0:
+        rows = len(values)
+    return np.ascontiguousarray(np.reshape(values, (rows, width)), dtype=np.float64)
+
+
+cdef void *_ptr(object arr, double *dummy):
+    """The data of a C-contiguous array, or ``dummy`` when it is empty (never
+    read then: the loops over its elements do not run)."""
+    return _data(arr) if arr.size else <void *> dummy

@@ -28,6 +28,7 @@ from tapead._tree import tree_flatten, tree_unflatten
 from tapead.tree_util import leaf_shapes as _shapes, pack_leaves as _pack, unpack_leaves as _unpack
 from tapead.checkpointing import CheckpointedChain
 from tapead.errors import GuardFlippedError, TapeReplayError
+from tapead.scalar_scan import scan_scalar
 from tapead.transforms import jvp, vjp
 
 __all__ = ["checkpoint", "scan", "fori_loop"]
@@ -137,8 +138,7 @@ def _scan_plain(f, init, xs, length, reverse, fast=True):
     scan over float carries and 1-d xs runs in C when its body allows it
     (``tapead.scalar_scan``)."""
     if fast and xs is not None:
-        from tapead.scalar_scan import scan_scalar  # cycle: scalar_scan -> here
-        done = scan_scalar(f, init, xs, length, reverse)
+        done = scan_scalar(f, init, xs, length, reverse, _scan_step_by_step)
         if done is not None:
             return done
     x_leaves, x_tree = tree_flatten(xs) if xs is not None else ([], None)
@@ -163,6 +163,12 @@ def _scan_plain(f, init, xs, length, reverse, fast=True):
     if reverse:
         ys.reverse()
     return carry, _stack_ys(ys)
+
+
+def _scan_step_by_step(f, init, xs, length, reverse):
+    """``_scan_plain`` without the C path (what ``tapead.scalar_scan``'s rules
+    of higher order differentiate)."""
+    return _scan_plain(f, init, xs, length, reverse, fast=False)
 
 
 def _stack_leaf(items):
@@ -471,8 +477,8 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
         raise ValueError(f"scan: checkpoints={checkpoints} must be a positive number of "
                          "stored states (or None to store every step)")
     if _index_offset is None and xs is not None:
-        from tapead.scalar_scan import scan_scalar  # cycle: scalar_scan -> here
-        done = scan_scalar(f, init, xs, length, reverse, checkpoints=int(checkpoints))
+        done = scan_scalar(f, init, xs, length, reverse, _scan_step_by_step,
+                           checkpoints=int(checkpoints))
         if done is not None:
             return done
     info: dict = {}

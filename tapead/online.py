@@ -183,6 +183,30 @@ class OnlineChain:
     def final_state(self) -> Any:
         return self._final
 
+    @classmethod
+    def from_stored(cls, forward_step: Callable[[Any, int], Any], stored: dict, final: Any,
+                    n: int, s: int) -> "OnlineChain":
+        """A chain as :meth:`forward` leaves it after ``n`` steps, from the
+        states a run elsewhere stored under the same online rule (a loop
+        stepped in C): ``stored`` maps step index to state, ``0`` included,
+        exactly ``tapead._revolve.online_segments(n, s)``; ``final`` is the
+        state after step ``n``.
+        """
+        chain = cls(forward_step, stored[0], s)
+        if sorted(stored) != [int(k) for k in _revolve.online_segments(n, chain.s)]:
+            raise ValueError(f"from_stored: the stored steps {sorted(stored)} are not those "
+                             f"the online rule keeps for n={n}, s={chain.s}")
+        chain._stored, chain._final, chain.n, chain._phase = dict(stored), final, n, "forward"
+        chain.stats.update(forward_steps=n, max_snapshots=max(1, len(stored) - 1))
+        return chain
+
+    def stored_states(self) -> dict:
+        """Step index -> state of the states :meth:`forward` stored (``0``
+        included, the final state not), for a reverse sweep run elsewhere."""
+        if self._phase != "forward":
+            raise RuntimeError("call forward() once before stored_states()")
+        return dict(self._stored)
+
     def replay(self, forward_step: Optional[Callable[[Any, int], Any]] = None) -> "OnlineChain":
         """A chain as :meth:`forward` left this one (its stored states shared,
         its own ``stats``), ready for its own :meth:`reverse`; ``forward_step``

@@ -25,6 +25,7 @@ from tapead._prims.base import Primitive
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead._prims.shape import concatenate, getitem, reshape, stack
 from tapead.transforms import jvp, vjp
+from tapead.tree_util import pack_leaves
 
 __all__ = ["scan_scalar"]
 
@@ -53,9 +54,11 @@ def _unboxed_column(x, tape, T):
     return None
 
 
-def scan_scalar(f, init, xs, length, reverse, checkpoints=None):
+def scan_scalar(f, init, xs, length, reverse, plain, checkpoints=None):
     """``(carry, ys)`` of the scan run in C, or None when it does not apply.
 
+    ``plain(f, init, xs, length, reverse)``: the same scan recorded step by
+    step (``tapead.loops``), which the rules of higher order differentiate.
     ``checkpoints=s``: the reverse sweep keeps at most ``s`` carries and
     recomputes the rest (revolve, in C) instead of every step's partials."""
     c_leaves, c_tree = tree_flatten(init)
@@ -100,7 +103,8 @@ def scan_scalar(f, init, xs, length, reverse, checkpoints=None):
         return None
     q = len(out_y)
     flat = _core.bind(scan_scalar_p, *leaves, loop=loop, m=m, T=length, q=q,
-                      reverse=reverse, f=f, c_tree=c_tree, x_tree=x_tree, s=checkpoints,
+                      reverse=reverse, f=f, plain=plain, c_tree=c_tree, x_tree=x_tree,
+                      s=checkpoints,
                       cache={})
     carry_out = tree_unflatten(c_tree, [getitem(flat, j) for j in range(m)])
     if y_tree is None:
@@ -114,7 +118,7 @@ def _columns(vals, m, reverse):
     return xs[::-1] if reverse else xs
 
 
-def _scan_scalar_impl(*vals, loop, m, T, q, reverse, f, c_tree, x_tree, s, cache):
+def _scan_scalar_impl(*vals, loop, m, T, q, reverse, f, plain, c_tree, x_tree, s, cache):
     carry, ys = loop.forward(np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse),
                              keep=s is None)
     if reverse:
@@ -122,17 +126,14 @@ def _scan_scalar_impl(*vals, loop, m, T, q, reverse, f, c_tree, x_tree, s, cache
     return np.concatenate([carry, ys.ravel()])
 
 
-def _eager_flat(f, c_tree, x_tree, m, reverse):
+def _eager_flat(f, plain, c_tree, x_tree, m, reverse):
     """The same scan recorded step by step, on flat leaves (rules of higher order)."""
-    from tapead.loops import _pack, _scan_plain  # cycle: loops -> here
-
     def run(*vals):
-        carry, ys = _scan_plain(f, tree_unflatten(c_tree, list(vals[:m])),
-                                tree_unflatten(x_tree, list(vals[m:])), len(vals[m]),
-                                reverse, fast=False)
+        carry, ys = plain(f, tree_unflatten(c_tree, list(vals[:m])),
+                          tree_unflatten(x_tree, list(vals[m:])), len(vals[m]), reverse)
         c = tree_flatten(carry)[0]
         y = tree_flatten(ys)[0] if ys is not None else []
-        out = _pack(c)
+        out = pack_leaves(c)
         if y:
             ycols = stack(list(y), axis=1) if len(y) > 1 else reshape(y[0], (-1, 1))
             return concatenate([out, reshape(ycols, (-1,))])
@@ -140,11 +141,11 @@ def _eager_flat(f, c_tree, x_tree, m, reverse):
     return run
 
 
-def _scan_scalar_cts(g, vals, loop, m, T, q, reverse, f, c_tree, x_tree, s, cache):
+def _scan_scalar_cts(g, vals, loop, m, T, q, reverse, f, plain, c_tree, x_tree, s, cache):
     if cache.get("key") == id(g):
         return cache["cts"]
     if isinstance(g, Box) or any(isinstance(v, Box) for v in vals):
-        cts = list(vjp(_eager_flat(f, c_tree, x_tree, m, reverse), *vals)[1](g))
+        cts = list(vjp(_eager_flat(f, plain, c_tree, x_tree, m, reverse), *vals)[1](g))
     else:
         g = np.asarray(g, dtype=np.float64)
         gys = g[m:].reshape(T, q)
@@ -169,11 +170,11 @@ scan_scalar_p = Primitive("scan_scalar", _scan_scalar_impl)
 scan_scalar_p.defvjp_any(lambda k, g, ans, *vals, **p: _scan_scalar_cts(g, vals, **p)[k])
 
 
-def _scan_scalar_jvp(k, t, ans, *vals, loop, m, T, q, reverse, f, c_tree, x_tree, s,
-                     cache):
+def _scan_scalar_jvp(k, t, ans, *vals, loop, m, T, q, reverse, f, plain, c_tree, x_tree,
+                     s, cache):
     tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(v)))
                 for j, v in enumerate(vals)]
-    return jvp(_eager_flat(f, c_tree, x_tree, m, reverse), tuple(vals), tuple(tangents))[1]
+    return jvp(_eager_flat(f, plain, c_tree, x_tree, m, reverse), tuple(vals), tuple(tangents))[1]
 
 
 scan_scalar_p.defjvp_any(_scan_scalar_jvp)

@@ -246,7 +246,7 @@ def test_scan_gradient_matches_hand_adjoint():
 # ---------------------------------------------------------------------------
 
 def _fast_hits(monkeypatch):
-    import tapead.scalar_scan as ss
+    import tapead.loops as ss                   # where ta.scan calls tapead.scalar_scan
     hits, orig = [], ss.scan_scalar
 
     def spy(*args, **kw):
@@ -258,7 +258,7 @@ def _fast_hits(monkeypatch):
 
 
 def _eager(monkeypatch):
-    import tapead.scalar_scan as ss
+    import tapead.loops as ss
     monkeypatch.setattr(ss, "scan_scalar", lambda *a, **k: None)
 
 

@@ -66,8 +66,7 @@ def _counting(monkeypatch):
     return calls, chains
 
 
-@pytest.mark.parametrize("s", [1, 2, 3, 6])
-def test_forward_steps_and_stored_carries_follow_the_online_schedule(monkeypatch, s):
+def _stretched(s):
     @sc.function(sc.arg("x", 2), sc.arg("p", ()), outputs=sc.arg("go", BOOL))
     def unfinished(x, p):
         return x.sum() < 200.0
@@ -82,7 +81,15 @@ def test_forward_steps_and_stored_carries_follow_the_online_schedule(monkeypatch
         x, n = sc.while_loop(unfinished, stretch, x0, max_iter=500, params=(p,),
                              checkpoints=s)
         return (x * x).sum(), n
+    return run
 
+
+@pytest.mark.parametrize("s", [1, 2, 3, 6])
+def test_forward_steps_and_stored_carries_follow_the_online_schedule(monkeypatch, s):
+    """Stepped from Python (the C path turned off): the calls of each Function."""
+    monkeypatch.setattr(loops_lower, "run_while_online_steps", lambda *a: None)
+    monkeypatch.setattr(loops_lower, "run_online_reverse_steps", lambda *a: None)
+    run = _stretched(s)
     args = [np.array([0.3, 0.1]), np.array(1.05)]
     n = int(run(*args)[1])
     assert n > 50
@@ -102,6 +109,43 @@ def test_forward_steps_and_stored_carries_follow_the_online_schedule(monkeypatch
         "peak_snapshots"]
     np.testing.assert_allclose(g, central(lambda v: run(v, args[1])[0], args[0]),
                                rtol=1e-7)
+
+
+@pytest.mark.parametrize("s", [1, 2, 3, 6, 20])
+def test_a_checkpointed_while_loop_of_float_values_runs_in_c(monkeypatch, s):
+    """Forward run and reverse sweep in C (``_core.scalar_while_online``,
+    ``_core.scalar_scan_checkpointed``): no Function called per step, the
+    steps run exactly the online schedule's, the gradient the Python one."""
+    run = _stretched(s)
+    args = [np.array([0.3, 0.1]), np.array(1.05)]
+    n = int(run(*args)[1])
+    grad = sc.gradient(run, "y", "x0")
+    g = grad(*args)
+    calls, chains = _counting(monkeypatch)
+    assert np.array_equal(grad(*args), g)
+    assert calls == {} and chains == []
+    back = next(nd.attrs["spec"] for nd in topo_order(grad.outputs)
+                if nd.op == "scan" and nd.attrs["spec"].recompute is not None)
+    sweep = back._derived["sweep"]
+    assert sweep["forward_steps"] == online_forward_steps(n, s)
+    assert sweep["forward_steps"] == sweep["predicted_forward_steps"]
+    assert sweep["backward_steps"] == n and sweep["snapshots"] <= s
+    monkeypatch.setattr(loops_lower, "run_while_online_steps", lambda *a: None)
+    monkeypatch.setattr(loops_lower, "run_online_reverse_steps", lambda *a: None)
+    python = sc.gradient(_stretched(s), "y", "x0")(*args)
+    np.testing.assert_allclose(g, python, rtol=1e-14, atol=0)
+    want = sc.gradient(_stretched(None), "y", "x0")(*args)
+    np.testing.assert_allclose(g, want, rtol=1e-14, atol=0)
+
+
+def test_online_chain_from_stored_refuses_other_steps():
+    chain = OnlineChain(lambda x, i: x * 1.5, 1.0, s=3)
+    chain.forward(lambda x: x < 100.0)
+    stored = chain.stored_states()
+    twin = OnlineChain.from_stored(lambda x, i: x * 1.5, stored, chain.final_state, chain.n, 3)
+    assert twin.reverse(lambda x, i, adj: 1.5 * adj, 1.0) == 1.5 ** chain.n
+    with pytest.raises(ValueError, match="not those the online rule keeps"):
+        OnlineChain.from_stored(lambda x, i: x, {0: 1.0, 5: 2.0}, 3.0, chain.n, 3)
 
 
 def test_the_gradient_reads_no_trajectory():

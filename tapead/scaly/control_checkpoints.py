@@ -15,16 +15,22 @@ node as one more operand (the loop's ``snapshot_output``), which reverses
 the executed steps from them (``tapead.online.OnlineChain.reverse``).
 
 That node stands for the ordinary backward loop (the *equivalent* spec) with
-the primal trajectory as its input; its own derivatives (forward over
-reverse for Hessians, reverse over reverse) are those of the equivalent
-loop, which reads the stored trajectory: higher derivatives store it.
+the primal trajectory as its input; its own derivatives are those of the
+equivalent loop.  Forward over reverse (Hessians) keeps the checkpoints: the
+tangent loop of the equivalent loop reads the primal trajectory and its
+tangent, which are the trajectory of the primal's tangent loop, so it
+becomes a checkpointed backward loop again, recomputing its steps with that
+tangent loop from the initial carries and their tangents
+(``_keep_checkpoints``; one or ``k`` directions).  Reverse over reverse and
+derivatives of third order read the stored trajectory.
 """
 from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from tapead.scaly.control_spec import LoopSpec
-from tapead.scaly.expr import Expr, zeros
+from tapead.errors import MissingRuleError
+from tapead.scaly.control_spec import FLOAT, LoopSpec, make_function
+from tapead.scaly.expr import Expr, substitute, zeros
 
 
 def checkpointed_spec(spec, backward: LoopSpec, zero_traj_adjoints: int = 0) -> LoopSpec:
@@ -92,7 +98,8 @@ def _primal_tangents(node: Expr, ts, pos: int) -> list:
 
 def checkpointed_jvp(ts, node: Expr, rule, *k) -> Optional[Expr]:
     """``rule`` (the forward rule of loops, batched with ``k``) on the
-    equivalent node; the trajectory's tangents come from the primal's rule."""
+    equivalent node, made a checkpointed backward loop again
+    (``_keep_checkpoints``): no trajectory is stored."""
     equivalent, primal_ops, traj, pos = _parts(node)
     pts = _primal_tangents(node, ts, pos)
     nc = len(traj)
@@ -100,7 +107,108 @@ def checkpointed_jvp(ts, node: Expr, rule, *k) -> Optional[Expr]:
     equiv_ts = list(ts[:pos]) + t_traj + list(ts[pos + nc:len(_loop_operands(node))])
     if all(t is None for t in equiv_ts):
         return None
-    return rule(equiv_ts, equivalent, *k)
+    result = rule(equiv_ts, equivalent, *k)
+    if result is None:
+        return None
+    if nc == 0:
+        return result                       # no carries: no trajectory
+    if all(t is None for t in pts):         # the primal's tangent loop, with zero tangents
+        lead = (k[0],) if k else ()
+        pts = [zeros(lead + o.shape) if o.dtype == FLOAT else None for o in primal_ops]
+        t_traj = [rule(pts, traj[0], *k)]
+    return _keep_checkpoints(node, result, _loop_node(t_traj[0]))
+
+
+def _loop_node(expr: Optional[Expr]) -> Optional[Expr]:
+    """The loop node an output of a forward rule reads (itself, or under the
+    transpose of a batched stacked output)."""
+    if expr is not None and expr.op == "transpose":
+        expr = expr.operands[0]
+    return expr if expr is not None and expr.op in ("scan", "while_loop") else None
+
+
+def _refuse(node: Expr, why: str):
+    raise MissingRuleError(
+        f"forward mode through the checkpointed backward loop of "
+        f"'{node.attrs['spec'].recompute.name}': {why}; it would have to store the "
+        "trajectory the checkpoints avoid. Differentiate the loop without checkpoints= "
+        "(storing its trajectory) for this derivative")
+
+
+def _keep_checkpoints(node: Expr, result: Expr, primal_t: Optional[Expr]) -> Expr:
+    """``result`` (the forward rule on the equivalent loop: an output of its
+    tangent loop, which reads the primal trajectory and its tangent) with
+    that tangent loop replaced by a checkpointed backward loop recomputing
+    its steps with ``primal_t``, the primal's tangent loop."""
+    tangent = _loop_node(result)
+    if tangent is None or primal_t is None:
+        _refuse(node, "its tangent is not one loop")
+    spec = node.attrs["spec"]
+    E, P, Pt = spec.equivalent, spec.recompute, primal_t.attrs["spec"]
+    Et = tangent.attrs["spec"]
+    key = ("jvp_checkpointed", id(Et), id(Pt))
+    cached = spec._derived.get(key)
+    if cached is None:
+        cached = spec._derived[key] = _checkpointed_tangent_spec(node, spec, E, P, Pt, Et)
+    new, order, zero = cached
+    ops, p_ops = tangent.operands, primal_t.operands
+    pos = Et.n_carry + (1 if Et.has_trip else 0)
+    p_pos = Pt.n_carry + (1 if Pt.has_trip else 0)
+    xs = list(ops[pos:])
+    others = [xs[i] for i in order[Pt.n_carry + len(Pt.xs_types):]]
+    if zero:                                # one zero per step input, not a stacked zero
+        others[-zero:] = [zeros(t.shape) for t in new.xs_types[-zero:]]
+    operands = (list(ops[:pos]) + list(p_ops[:Pt.n_carry]) + list(p_ops[p_pos:])
+                + others)
+    out = new.nodes(operands)[tangent.attrs["output"]]
+    return substitute([result], {tangent.id: out})[0]
+
+
+def _checkpointed_tangent_spec(node, spec, E, P, Pt, Et):
+    """(the checkpointed loop, the order of its per-step inputs in those of
+    ``Et``, how many of the last are zero passed whole) for the tangent loop
+    ``Et`` of the equivalent loop ``E`` of ``spec``, recomputing with ``Pt``."""
+    nEx = len(E.xs_types)
+    fx = [j for j, t in enumerate(E.xs_types) if t.dtype == FLOAT]     # tangents, in order
+    if len(Et.xs_types) != nEx + len(fx):
+        _refuse(node, "its tangent loop has an unexpected layout")
+    tan = {j: nEx + i for i, j in enumerate(fx)}
+    ncP, nPx = P.n_carry, len(P.xs_types)
+
+    def part(lo, hi):
+        return list(range(lo, hi)), [tan[j] for j in range(lo, hi) if j in tan]
+
+    state, t_state = part(0, ncP)
+    pxs, t_pxs = part(ncP, ncP + nPx)
+    nfc = len(t_state)                      # the trajectory's adjoints: one per float carry
+    gy, t_gy = part(ncP + nPx, nEx - nfc)
+    gt, t_gt = part(nEx - nfc, nEx)
+    order = state + t_state + pxs + t_pxs + gy + t_gy + gt + t_gt
+    types = [Et.xs_types[i] for i in order]
+    if (types[:Pt.n_carry] != Pt.carry_types
+            or types[Pt.n_carry:Pt.n_carry + len(Pt.xs_types)] != Pt.xs_types):
+        _refuse(node, "the primal's tangent loop does not match its steps")
+    body = Et.body
+    ni = 1 if Et.index else 0
+    b_in = body.inputs
+    carries, idx = list(b_in[:Et.n_carry]), list(b_in[Et.n_carry:Et.n_carry + ni])
+    b_xs = list(b_in[Et.n_carry + ni:])
+    permuted = make_function(f"{body.name}_ck", carries + idx + [b_xs[i] for i in order],
+                             list(zip(body.output_names, body.expanded_outputs())))
+    zero = 2 * nfc if spec.zero_traj_adjoints else 0
+    windows = [Et.windows[i] for i in order]
+    equivalent = LoopSpec("scan", permuted.name, body=permuted, carry_types=Et.carry_types,
+                          xs_types=types, windows=windows, y_types=Et.y_types,
+                          length=Et.length, index=Et.index, reverse=Et.reverse,
+                          has_trip=Et.has_trip)
+    if zero:
+        windows = windows[:-zero] + [(0, 0)] * zero
+    new = LoopSpec("scan", permuted.name, body=permuted, carry_types=Et.carry_types,
+                   xs_types=types, windows=windows, y_types=Et.y_types, length=Et.length,
+                   index=Et.index, reverse=Et.reverse, has_trip=Et.has_trip,
+                   checkpoints=spec.checkpoints)
+    new.recompute, new.equivalent, new.zero_traj_adjoints = Pt, equivalent, zero
+    return new, order, zero
 
 
 def checkpointed_vjp(gs, node: Expr, rule) -> List[Optional[Expr]]:

@@ -16,7 +16,10 @@ comparison of two float scalars (``_core.scalar_while``); any other body is step
 argument checks).
 
 The trajectory (the carries entering each step) is stored only when an
-output of the program reads it, which is what reverse mode asks for.
+output of the program reads it, which is what reverse mode asks for.  A
+checkpointed backward loop (``run_checkpointed``) stores at most
+``checkpoints`` carries and recomputes the others, in C when both bodies
+scalarize (``tapead.scaly.loops_scalar``), else from Python.
 """
 from __future__ import annotations
 
@@ -31,8 +34,8 @@ from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead.scaly.expr import Expr, topo_order
 from tapead.scaly.lower import LOWERINGS
 from tapead.checkpointing import reverse_with_checkpoints
-from tapead.scaly.control_spec import make_function
-from tapead.scaly.scalarize import scalarize
+from tapead.scaly.loops_scalar import (run_checkpointed_steps, run_online_reverse_steps,
+                                      run_scan_steps, run_while_online_steps, run_while_steps)
 
 
 class LoopResult:
@@ -170,9 +173,22 @@ def run_checkpointed(spec, values: Sequence[Any]) -> List[Any]:
         return outs[:nb]
 
     seed = [_exact(_arr(v, t)) for v, t in zip(values[:nb], spec.carry_types)]
+    if primal.op == "scan":
+        adjoint = run_checkpointed_steps(spec, init, trip, flats, seed, ys)
+        if adjoint is not None:
+            return ([np.asarray(a, dtype=t.dtype) for a, t in zip(adjoint, spec.carry_types)]
+                    + ys + [None] * nb)
     if primal.op == "while_loop":
-        adjoint = _reverse_online(spec, values[-1], forward_step, backward_step, init, trip,
-                                  seed)
+        stored = values[-1]
+        adjoint = None
+        if isinstance(stored, Snapshots) and stored.chain.n == trip:
+            adjoint = run_online_reverse_steps(spec, stored.chain.stored_states(), trip,
+                                               flats, seed, ys)
+        elif not isinstance(stored, Snapshots):   # a tangent loop's: the count is known
+            adjoint = run_checkpointed_steps(spec, init, trip, flats, seed, ys)
+        if adjoint is None:
+            adjoint = _reverse_online(spec, stored, forward_step, backward_step, init, trip,
+                                      seed)
     else:
         _, adjoint, _ = reverse_with_checkpoints(forward_step, backward_step, init, trip,
                                                  max(1, spec.checkpoints), seed)
@@ -211,7 +227,7 @@ def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
     steps = range(trip - 1, -1, -1) if spec.reverse else range(trip)
     step = Stepper(spec.body)
     if trip > 0:
-        done = _scalar_steps(spec, carries, steps, xs_flat, ys, traj)
+        done = run_scan_steps(spec, carries, steps, xs_flat, ys, traj)
         if done is not None:
             carries, steps = done, ()
     for k in steps:
@@ -226,128 +242,6 @@ def run_scan(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
         + ys + traj
 
 
-def _program_of(fn, values: List[float]) -> Any:
-    if fn._programs.get(True) is None:                  # record it once
-        fn.evaluate(values)
-    prog = fn._programs.get(True)
-    return None if prog is None or prog._spread else prog
-
-
-def _scalar_plan(spec) -> Any:
-    """The scan's body rewritten as scalar operations (``scalarize``; the step
-    number, if any, as a float), when every carry, per-step input and output
-    is float64; else None.  Built once per loop."""
-    if "scalar_plan" not in spec._derived:
-        plan = None
-        if all(t.dtype == np.float64 for t in spec.carry_types + spec.xs_types +
-               spec.y_types):
-            index = [spec.body.inputs[spec.n_carry].id] if spec.index else []
-            plan = scalarize(spec.body, as_float=index)
-        spec._derived["scalar_plan"] = plan
-    return spec._derived["scalar_plan"]
-
-
-def _scalar_steps(spec, carries, steps, xs_flat, ys, traj) -> Any:
-    """Run ``steps`` of a scan in C (``_core.scalar_scan``) on its scalarized
-    body: the final carries, or None (nothing done) when the body cannot run
-    there (its tape has array or Python-ruled nodes)."""
-    fn = _scalar_plan(spec)
-    if fn is None:
-        return None
-    L = spec.length
-    carry = np.concatenate([np.ravel(c) for c in carries] + [np.zeros(0)]).astype(np.float64)
-    rows = np.arange(L, dtype=np.int64)
-    columns = [rows.astype(np.float64)] if spec.index else []     # the step number
-    for flat, t, (start, stride) in zip(xs_flat, spec.xs_types, spec.windows):
-        for i in range(t.size):
-            columns.append(flat[start + i + rows * stride] if L else np.zeros(0))
-    xs = (np.stack(columns, axis=1) if columns else np.zeros((L, 0))).astype(np.float64)
-    order = np.asarray(steps, dtype=np.intp)
-    prog = _program_of(fn, list(carry) + list(xs[order[0]]))    # recorded at step one
-    if prog is None:
-        return None
-    ny = sum(t.size for t in spec.y_types)
-    y = np.zeros((L, ny), dtype=np.float64)
-    keep = spec.n_carry > 0 and traj[0] is not None
-    t = np.zeros((L if keep else 0, carry.size), dtype=np.float64)
-    consts = [0.0 if on_tape else float(ref) for on_tape, ref in prog._slots]
-    with prog._lock:
-        try:
-            _core.scalar_scan(prog.tape, prog.tape.inputs, prog._ids, consts, carry,
-                              np.ascontiguousarray(xs), y, t, order)
-        except ValueError:
-            spec._derived["scalar_plan"] = None        # not all scalar: step from Python
-            return None
-    col = 0
-    for j, yt in enumerate(spec.y_types):
-        ys[j][order] = y[order, col:col + yt.size].reshape((len(order),) + yt.shape)
-        col += yt.size
-    out, col = [], 0
-    for j, ct in enumerate(spec.carry_types):
-        if keep:
-            traj[j][order] = t[order, col:col + ct.size].reshape((len(order),) + ct.shape)
-        value = carry[col:col + ct.size].reshape(ct.shape)
-        out.append(float(value) if ct.shape == () else value)
-        col += ct.size
-    return out
-
-
-_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
-
-
-def _while_plan(spec) -> Any:
-    """(scalarized body, scalarized sides of the condition, comparison) of a
-    while loop whose values are float64, whose condition is one comparison of
-    two float scalars and whose body ``scalarize`` rewrites; else None."""
-    if "while_plan" not in spec._derived:
-        plan = None
-        test = spec.cond.simplified_outputs()[0]
-        if not spec.index and test.op in _COMPARISONS and all(
-                o.shape == () and o.dtype == np.float64 for o in test.operands) and all(
-                t.dtype == np.float64 for t in spec.carry_types + spec.xs_types):
-            sides = make_function(f"{spec.cond.name}_sides", spec.cond.inputs,
-                                  [("lhs", test.operands[0]), ("rhs", test.operands[1])])
-            body, cond = scalarize(spec.body), scalarize(sides)
-            if body is not None and cond is not None:
-                plan = (body, cond, test.op)
-        spec._derived["while_plan"] = plan
-    return spec._derived["while_plan"]
-
-
-def _scalar_while(spec, carries, xs_flat, traj) -> Any:
-    """Run a while loop in C (``_core.scalar_while``): (final carries, count),
-    or None (nothing done) when it cannot run there."""
-    plan = _while_plan(spec)
-    if plan is None:
-        return None
-    body, cond, comparison = plan
-    carry = np.concatenate([np.ravel(c) for c in carries] + [np.zeros(0)]).astype(np.float64)
-    params = np.concatenate([np.ravel(f) for f in xs_flat] + [np.zeros(0)]).astype(np.float64)
-    start = list(carry) + list(params)
-    bp, cp = _program_of(body, start), _program_of(cond, start)
-    if bp is None or cp is None:
-        return None
-    keep = spec.n_carry > 0 and traj[0] is not None
-    t = np.zeros((spec.length if keep else 0, carry.size), dtype=np.float64)
-    consts = [[0.0 if on_tape else float(ref) for on_tape, ref in p._slots] for p in (bp, cp)]
-    with bp._lock, cp._lock:
-        try:
-            count = _core.scalar_while(bp.tape, bp.tape.inputs, bp._ids, consts[0], cp.tape,
-                                       cp.tape.inputs, cp._ids, consts[1], comparison,
-                                       carry, params, t, spec.length)
-        except ValueError:
-            spec._derived["while_plan"] = None          # not all scalar: step from Python
-            return None
-    out, col = [], 0
-    for j, ct in enumerate(spec.carry_types):
-        if keep:
-            traj[j][:count] = t[:count, col:col + ct.size].reshape((count,) + ct.shape)
-        value = carry[col:col + ct.size].reshape(ct.shape)
-        out.append(float(value) if ct.shape == () else value)
-        col += ct.size
-    return out, count
-
-
 def run_while(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
     """All outputs of a while loop: final carries, the count, trajectories."""
     nc, L = spec.n_carry, spec.length
@@ -358,7 +252,7 @@ def run_while(spec, values: Sequence[Any], want_traj: bool) -> List[Any]:
     traj = ([np.zeros((L,) + t.shape, t.dtype) for t in spec.carry_types]
             if want_traj else [None] * nc)
     extra = [] if spec.snapshot_output is None else [None]
-    done = _scalar_while(spec, carries, xs_flat, traj) if L > 0 else None
+    done = run_while_steps(spec, carries, xs_flat, traj) if L > 0 else None
     if done is not None:
         carries, count = done
         return [np.asarray(c, dtype=t.dtype) for c, t in zip(carries, spec.carry_types)] \
@@ -389,10 +283,15 @@ def _run_while_online(spec, carries, xs_flat) -> List[Any]:
         run[0] = k + 1
         return step(_step_inputs(spec, state, k, xs_flat))
 
-    chain = OnlineChain(forward_step, carries, spec.checkpoints)
-    final = chain.forward(lambda state: bool(cond(_step_inputs(spec, state, run[0],
-                                                               xs_flat))[0]),
-                          max_steps=spec.length)
+    done = run_while_online_steps(spec, carries, xs_flat)
+    if done is not None:                        # stepped in C under the same rule
+        final, n, stored = done
+        chain = OnlineChain.from_stored(forward_step, stored, final, n, spec.checkpoints)
+    else:
+        chain = OnlineChain(forward_step, carries, spec.checkpoints)
+        final = chain.forward(lambda state: bool(cond(_step_inputs(spec, state, run[0],
+                                                                   xs_flat))[0]),
+                              max_steps=spec.length)
     n = chain.n
     return ([np.asarray(c, dtype=t.dtype) for c, t in zip(final, spec.carry_types)]
             + [np.int64(n)] + [None] * spec.n_carry + [Snapshots(chain)])

@@ -44,7 +44,7 @@ from tapead.scaly.sweeps import MASKED_VJPS
 from tapead.scaly.errors import LayoutError
 from tapead.scaly.expr import Expr, apply, const, gather, make_node, ones, reshape, scatter
 from tapead.scaly.function import Function
-from tapead.scaly.loops_lower import _program_of as program_of
+from tapead.scaly.loops_scalar import program_of
 from tapead.scaly.lower import LOWERINGS
 from tapead.scaly.ops import register
 from tapead.scaly.scalarize import scalarize
