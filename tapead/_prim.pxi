@@ -216,8 +216,8 @@ cdef inline bint is_complex_value(object x):
     if t is Scatter:
         x = (<Scatter>x).g
         t = type(x)
-    if t is Tracer or t is Dual:
-        x = concrete(x)
+    if t is Tracer or t is Dual or t is Batched:
+        x = lanes_of(x)
         t = type(x)
     if t is np.ndarray:
         return (<object>x).dtype.kind == "c"

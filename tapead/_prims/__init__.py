@@ -12,6 +12,7 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box, bind, concrete
+from tapead._prims import batching
 from tapead._prims import elementwise as ew
 from tapead._prims import (bessel, calculus, construct, contract, fft, indexing, linalg,
                            linalg_decomp, misc, numpy_extra, reductions, shape, sorting,
@@ -143,4 +144,5 @@ _core.install_generic(ew.BINARY, ew.UNARY, {
     "__array_ufunc__": _array_ufunc,
     "__array_function__": _array_function,
     "array_message": array_message,
+    "batch_compare": batching.batch_compare,
 })
