@@ -22,7 +22,7 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, Tape
 from tapead import patterns
-from tapead._prims.base import PER_DIRECTION, Primitive
+from tapead._prims.base import PER_DIRECTION, PER_LANE, Primitive
 from tapead._prims.shape import concatenate, getitem, reshape, stack
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.checkpointing import CheckpointedChain
@@ -124,6 +124,7 @@ def _ckpt_jvp(k, t, ans, *leaves, f, treedef, out_info, cache):
 
 ckpt_p.defjvp_any(_ckpt_jvp)
 ckpt_p.defbatched(PER_DIRECTION)
+ckpt_p.defvmap(PER_LANE)           # runs user code: once per lane
 ckpt_p.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
 
@@ -411,6 +412,7 @@ def _scan_jvp(k, t, ans, *leaves, f, c_tree, x_tree, n_c, length, reverse, s, in
 
 scan_p.defjvp_any(_scan_jvp)
 scan_p.defbatched(PER_DIRECTION)
+scan_p.defvmap(PER_LANE)           # runs user code: once per lane
 scan_p.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
 

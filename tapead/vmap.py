@@ -216,15 +216,24 @@ class _Mapped:
         if chunk is not None and (not isinstance(chunk, (int, np.integer)) or chunk < 1):
             raise ValueError(f"vmap: chunk_size={chunk!r}; it must be a positive int or None")
 
-        if n == 0:
-            return self._zero_lanes(f, leaves, axes, in_td, n_pos, kw_td, whole, args)
-
         def call(inputs):
             pos = tree_unflatten(in_td, inputs[:n_pos])
             if whole:        # unmapped arguments are passed as they are, not rebuilt
                 pos = tuple(args[j] if j in whole else a for j, a in enumerate(pos))
             return f(*pos, **tree_unflatten(kw_td, inputs[n_pos:]))
 
+        if n == 0:
+            # the batched run on zero lanes gives the output shapes; where it
+            # cannot (a branch, a value read, numpy refusing an empty stack),
+            # f runs once on a stand-in lane of ones
+            try:
+                with np.errstate(all="ignore"):
+                    r = _run_batched(call, leaves, axes, None, 0)
+            except Exception:
+                r = ("failed",)
+            if r[0] == "done":
+                return self._join([(np.arange(0), r[1], r[2], r[3])], 0)
+            return self._zero_lanes(f, leaves, axes, in_td, n_pos, kw_td, whole, args)
         groups = _run_groups(call, leaves, axes, n, chunk)
         return self._join(groups, n)
 

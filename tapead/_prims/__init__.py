@@ -71,6 +71,9 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
     elif method in _UFUNC_METHODS and ufunc.nin == 2 and UFUNCS.get(ufunc) is not None:
         return _UFUNC_METHODS[method](ufunc, UFUNCS[ufunc], *inputs, **kwargs)
     if ufunc in VALUE_UFUNCS:
+        batched = batching.value_ufunc(ufunc, inputs, kwargs)
+        if batched is not None:
+            return batched
         return ufunc(*[concrete(x) for x in inputs], **kwargs)
     raise _no_rule(f"{_ufunc_name(ufunc)} (method {method!r})")
 

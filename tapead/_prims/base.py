@@ -181,7 +181,7 @@ class Primitive(_core.PrimitiveBase):
             for j in range(len(args)):
                 if j != k and j not in self.static_args:
                     args[j] = np.zeros(np.shape(args[j]),
-                                       dtype=np.result_type(_core.concrete(args[j])))
+                                       dtype=np.result_type(_core.lanes_of(args[j])))
             args[k] = t
             out = self.impl(*args, **params) if not any(
                 isinstance(a, _core.Box) for a in args) else _core.bind(self, *args, **params)
@@ -211,7 +211,7 @@ class Primitive(_core.PrimitiveBase):
                 tans[j] = x.tangent
             elif j not in self.static_args:
                 tans[j] = np.zeros(np.shape(vals[j]),
-                                   dtype=np.result_type(_core.concrete(vals[j])))
+                                   dtype=np.result_type(_core.lanes_of(vals[j])))
         if any(isinstance(a, _core.Box) for a in tans):
             return _core.bind(self, *tans, **params)
         return self.impl(*tans, **params)
@@ -249,7 +249,7 @@ class Primitive(_core.PrimitiveBase):
             rows.append(acc)
         if all(r is None for r in rows):
             return None
-        dtype = np.result_type(_core.concrete(ans))
+        dtype = np.result_type(_core.lanes_of(ans))
         if any(isinstance(r, _core.Box) for r in rows):   # traced by an outer transform
             from tapead._prims.shape import broadcast_to, stack  # cycle: _prims.shape -> here
             zero = np.zeros(np.shape(ans), dtype=dtype)
@@ -280,5 +280,7 @@ def defzero(prim: Primitive) -> Primitive:
     """Zero-derivative family (floor, sign, stop_gradient...): no tangent in any
     direction, empty pattern."""
     prim.defbatched(_no_tangent)
+    if prim.elementwise:
+        prim.defvmap(VMAP_ELEMENTWISE)
     return prim.defsparsity(patterns.ZERO)
 

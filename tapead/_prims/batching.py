@@ -30,7 +30,7 @@ import numpy as np
 from tapead import _core
 from tapead._core import Batched, Box, bind, ndim_of, shape_of
 from tapead._prims.base import PER_LANE, VMAP_ELEMENTWISE
-from tapead.errors import VmapFallbackError
+from tapead.errors import BatchConcreteRead, VmapFallbackError
 
 #: counters since the last ``reset_stats`` (see ``ta.vmap_stats``)
 STATS = {"splits": 0, "per_lane_calls": 0, "per_lane_runs": 0}
@@ -57,6 +57,15 @@ def to_front(x, bdim: int):
         return x
     from tapead._prims.shape import moveaxis      # cycle: _prims.shape -> base -> here
     return moveaxis(x, bdim, 0)
+
+
+def to_back(x, bdim: int):
+    """``x`` with its lane axis ``bdim`` moved to the last axis."""
+    nd = ndim_of(x)
+    if bdim == nd - 1:
+        return x
+    from tapead._prims.shape import moveaxis      # cycle: _prims.shape -> base -> here
+    return moveaxis(x, bdim, nd - 1)
 
 
 def reshape(x, shape):
@@ -113,6 +122,15 @@ def elementwise(prim, args, bdims, params):
     return bind(prim, *new, **params), 0
 
 
+def elementwise_rule(prim):
+    """The elementwise vmap rule for a primitive that acts element by element
+    but is not flagged ``elementwise`` (zero-derivative functions...)."""
+    def rule(args, bdims, **params):
+        return elementwise(prim, args, bdims, params)
+    rule.__name__ = f"vmap_{prim.name}"
+    return rule
+
+
 def axis_rule(prim, name: str = "axis", none_means_all: bool = True):
     """A vmap rule for a one-array primitive whose ``name`` parameter counts lane
     axes (reductions, cumulative sums, sorts, FFTs): lanes in front, the axis
@@ -133,21 +151,20 @@ def axis_rule(prim, name: str = "axis", none_means_all: bool = True):
 def leading_rule(prim, core_ranks):
     """A vmap rule for primitives that broadcast over leading axes (numpy's
     linalg): argument k's lane has ``core_ranks[k]`` core axes; lanes go in
-    front, every argument is given the lanes (and padded to one batch rank)."""
+    front and each batched argument is padded to the largest batch rank, so
+    numpy's broadcasting pairs the shared arguments with every lane."""
     def rule(args, bdims, **params):
-        n = _n_of(args, bdims)
         ranks = [lane_ndim(a, d) - c for a, d, c in zip(args, bdims, core_ranks)]
         top = max(ranks)
-        new = []
-        for a, d, r, c in zip(args, bdims, ranks, core_ranks):
-            a = with_lanes(a, n) if d is None else to_front(a, d)
-            new.append(padded(a, 0, top + c) if r < top else a)
+        new = [a if d is None else padded(a, d, top + c)
+               for a, d, c in zip(args, bdims, core_ranks)]
         return bind(prim, *new, **params), 0
     rule.__name__ = f"vmap_{prim.name}"
     return rule
 
 
-def _n_of(args, bdims) -> int:
+def n_lanes(args, bdims) -> int:
+    """The number of lanes (the size of the first batched argument's lane axis)."""
     for a, d in zip(args, bdims):
         if d is not None:
             return shape_of(a)[d]
@@ -201,7 +218,6 @@ def per_lane(trace, prim, args, bdims, params):
 
 
 def _core_read(trace, what):
-    from tapead.errors import BatchConcreteRead
     return BatchConcreteRead(trace, what)
 
 
@@ -230,6 +246,50 @@ def process(trace, prim, args, params):
         ods = od if isinstance(od, tuple) else (od,) * len(out)
         return tuple(o if d is None else trace.box(o, d) for o, d in zip(out, ods))
     return trace.box(out, od)
+
+
+def batched_in(*xs):
+    """The innermost batch trace among ``xs`` (through boxes of outer
+    transforms), or None."""
+    top = None
+    for x in xs:
+        while isinstance(x, Box):
+            if type(x) is Batched:
+                if top is None or x.btrace.level > top.level:
+                    top = x.btrace
+                x = x.val
+            else:
+                x = _core.primal_of(x)
+    return top
+
+
+def lanes_apply(fn, x):
+    """``fn`` of one lane's value, for every lane of ``x``: a constant (no
+    derivative) that is itself batched, for code that computes a constant
+    from values (the shift of logsumexp).  Plain ``fn(value)`` when ``x`` is
+    not batched; a ``BatchConcreteRead`` (vmap runs the function per lane)
+    when it is batched by two nested vmaps."""
+    if type(x) is not Batched:
+        return fn(_core.concrete(x))
+    v = x.val
+    if batched_in(v) is not None:
+        raise _core_read(x.btrace, "a value under nested vmaps")
+    lanes = np.moveaxis(np.asarray(_core.concrete(v)), x.bdim, 0)
+    return x.btrace.box(np.stack([np.asarray(fn(lane)) for lane in lanes]), 0)
+
+
+def value_ufunc(ufunc, inputs, kwargs):
+    """A ufunc without derivative (comparisons, isnan...) of batched values:
+    the lanes' results, batched (None when no input is batched)."""
+    trace = batched_in(*inputs)
+    if trace is None:
+        return None
+    bdims = [a.bdim if type(a) is Batched and a.btrace is trace else None for a in inputs]
+    vals = [a.val if d is not None else a for a, d in zip(inputs, bdims)]
+    rank = max(lane_ndim(a, d) for a, d in zip(vals, bdims))
+    new = [a if d is None else padded(a, d, rank) for a, d in zip(vals, bdims)]
+    out = ufunc(*[_core.concrete(a) if type(a) is not Batched else a for a in new], **kwargs)
+    return trace.box(out, 0)
 
 
 def batch_compare(x, y, code: int):

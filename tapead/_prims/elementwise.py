@@ -13,10 +13,11 @@ import numpy as np
 import scipy.special as sps
 
 from tapead import _core
-from tapead._core import Box, concrete, is_complex
+from tapead._core import Box, concrete, is_complex, lanes_of
 from tapead._core import apply_binary as binary, apply_unary as unary
 from tapead import patterns
-from tapead._prims.base import (BROADCAST, Primitive, ShapeOnly, defelementwise, defzero)
+from tapead._prims.base import (BROADCAST, VMAP_ELEMENTWISE, Primitive, ShapeOnly, defelementwise,
+                                defzero)
 from tapead.errors import NonDifferentiableError
 
 OP = _core.OPCODES
@@ -69,7 +70,7 @@ def _is_ones_like(g, v) -> bool:
         return False                     # the common case, decided by type and strides
     if not (type(v) is np.ndarray or isinstance(v, Box)):
         return False
-    return (g.shape == np.shape(v) and g.dtype == np.result_type(concrete(v))
+    return (g.shape == np.shape(v) and g.dtype == np.result_type(lanes_of(v))
             and g.flat[0] == 1)
 
 
@@ -124,7 +125,7 @@ def _sigmoid_np(x):
 
 def _mask(cond, like):
     """A constant 0/1 mask from a condition on concrete values, in like's dtype."""
-    dt = np.result_type(concrete(like))
+    dt = np.result_type(lanes_of(like))
     return np.asarray(cond, dtype=dt if np.issubdtype(dt, np.floating) else np.float64)
 
 
@@ -372,6 +373,7 @@ where_p.defjvp(None,
                lambda t, ans, c, x, y: where(c, t, 0.0),
                lambda t, ans, c, x, y: where(c, 0.0, t))
 where_p.defbatched(BROADCAST)
+where_p.defvmap(VMAP_ELEMENTWISE)
 where_p.defsparsity(patterns.WHERE)          # x's element where c holds, y's elsewhere
 
 
@@ -525,6 +527,7 @@ stop_gradient_p.defvjp(lambda g, ans, x: None)
 stop_gradient_p.defjvp(lambda t, ans, x: None)
 stop_gradient_p.complex_ok = True
 defzero(stop_gradient_p)
+stop_gradient_p.defvmap(lambda args, bdims: (stop_gradient(args[0]), bdims[0]))
 
 
 def stop_gradient(x):
@@ -567,7 +570,7 @@ def _astype_vjp(g, ans, x, dtype):
         return None
     if is_complex(g) and not is_complex(x):      # undo the promotion to complex
         g = real(g)
-    return astype(g, np.result_type(concrete(x)))
+    return astype(g, np.result_type(lanes_of(x)))
 
 
 def _astype_jvp(t, ans, x, dtype):
@@ -580,6 +583,7 @@ astype_p.defvjp(_astype_vjp)
 astype_p.defjvp(_astype_jvp)
 astype_p.complex_ok = True
 astype_p.defbatched(BROADCAST)
+astype_p.defvmap(VMAP_ELEMENTWISE)
 astype_p.defsparsity(patterns.astype_rule)   # none to integer/bool dtypes
 
 
@@ -587,7 +591,7 @@ def astype(x, dtype, copy=True, *, device=None):
     """``x.astype(dtype)`` with derivatives (none to integer or bool dtypes)."""
     dtype = np.dtype(dtype)
     if isinstance(x, Box):
-        if np.result_type(concrete(x)) == dtype and not copy:
+        if np.result_type(_core.lanes_of(x)) == dtype and not copy:
             return x
         if is_complex(x) and dtype.kind != "c":
             raise NonDifferentiableError(

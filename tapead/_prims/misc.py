@@ -27,6 +27,7 @@ from tapead._core import Box, bind, concrete, guard_value, shape_of
 from tapead._prims import elementwise as ew
 from tapead import patterns
 from tapead._prims.base import Primitive, defzero
+from tapead._prims import batching
 from tapead._prims.elementwise import absolute, sin, unbroadcast, where
 from tapead._prims.reductions import mean as _mean, sum as _sum
 from tapead._prims.shape import (broadcast_to, concatenate, expand_dims, moveaxis, reshape,
@@ -65,6 +66,7 @@ def _zero_derivative(name, npfunc, ufunc=None):
     prim.defvjp(lambda g, ans, x, **p: None)
     prim.defjvp(lambda t, ans, x, **p: None)
     defzero(prim)                            # no tangent, empty pattern
+    prim.defvmap(batching.elementwise_rule(prim))
 
     def func(x, **params):
         if isinstance(x, Box):
@@ -135,6 +137,7 @@ def _heaviside_batched(tans, ans, vals, params, K):
 
 heaviside_p.defbatched(_heaviside_batched)
 # no dependence on x; elementwise in h0 (only where x == 0, which moves with x)
+heaviside_p.defvmap(batching.elementwise_rule(heaviside_p))
 heaviside_p.defsparsity(patterns.elementwise_in(1))
 
 

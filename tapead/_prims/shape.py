@@ -7,6 +7,7 @@ from tapead import _core
 from tapead._core import Box, Scatter, bind, is_complex  # noqa: F401  (Scatter: old path)
 from tapead import patterns
 from tapead._prims.base import Primitive
+from tapead._prims import batching
 # indexing lives in its own module; these names stay importable from here
 from tapead._prims.indexing import (  # noqa: F401
     _batched_getitem, _getitem_vjp, _index_add_impl, _index_key, _is_basic, getitem,
@@ -23,6 +24,9 @@ reshape_p.defvjp(lambda g, ans, x, shape: reshape(g, np.shape(x)))
 reshape_p.complex_ok = True      # linear: the same rule holds for complex values
 reshape_p.defbatched(lambda tans, ans, vals, params, K: np.reshape(
     tans[0], (K,) + np.shape(ans)))
+reshape_p.defvmap(lambda args, bdims, shape: (reshape(
+    batching.to_front(args[0], bdims[0]), (_core.shape_of(args[0])[bdims[0]],) + tuple(shape)),
+    0))
 reshape_p.defsparsity(patterns.MOVE)
 
 
@@ -55,6 +59,8 @@ transpose_p.defvjp(lambda g, ans, x, axes: transpose(g, tuple(np.argsort(axes)))
 transpose_p.complex_ok = True      # linear: the same rule holds for complex values
 transpose_p.defbatched(lambda tans, ans, vals, params, K: np.transpose(
     tans[0], (0,) + tuple(a + 1 for a in params["axes"])))
+transpose_p.defvmap(lambda args, bdims, axes: (transpose(
+    batching.to_front(args[0], bdims[0]), (0,) + tuple(a + 1 for a in axes)), 0))
 transpose_p.defsparsity(patterns.MOVE)
 
 
@@ -93,6 +99,9 @@ broadcast_p.complex_ok = True      # linear: the same rule holds for complex val
 broadcast_p.defbatched(lambda tans, ans, vals, params, K: np.broadcast_to(
     np.reshape(tans[0], (K,) + (1,) * (len(params["shape"]) - np.ndim(vals[0]))
                + np.shape(vals[0])), (K,) + tuple(params["shape"])))
+broadcast_p.defvmap(lambda args, bdims, shape: (broadcast_to(
+    batching.padded(args[0], bdims[0], len(shape)),
+    (_core.shape_of(args[0])[bdims[0]],) + tuple(shape)), 0))
 broadcast_p.defsparsity(patterns.MOVE)
 
 
@@ -155,7 +164,7 @@ concat_p.save_fn = lambda vals, ans: ()      # the rule reads ``bounds`` only
 def _direction_pieces(tans, ans, vals, K):
     """Each piece's K-direction tangent, shaped ``(K,) + piece shape`` (zeros for
     a piece without one): what the batched rules of concatenate and stack join."""
-    dtype = np.result_type(_core.concrete(ans))
+    dtype = np.result_type(_core.lanes_of(ans))
     return [np.zeros((K,) + np.shape(v), dtype) if t is None else
             t if np.shape(t) == (K,) + np.shape(v) else reshape(t, (K,) + np.shape(v))
             for t, v in zip(tans, vals)]
@@ -167,6 +176,8 @@ def _concat_batched(tans, ans, vals, params, K):
 
 
 concat_p.defbatched(_concat_batched)
+concat_p.defvmap(lambda args, bdims, axis=0, bounds=None, real=(): (concatenate(
+    batching.all_front(args, bdims, batching.n_lanes(args, bdims)), axis=axis + 1), 0))
 concat_p.defsparsity(patterns.MOVE)
 
 
@@ -217,6 +228,8 @@ def _stack_batched(tans, ans, vals, params, K):
 
 
 stack_p.defbatched(_stack_batched)
+stack_p.defvmap(lambda args, bdims, axis=0, real=(): (stack(
+    batching.all_front(args, bdims, batching.n_lanes(args, bdims)), axis=axis + 1), 0))
 stack_p.defsparsity(patterns.MOVE)
 
 
@@ -503,7 +516,7 @@ def diag(v, k=0):
     if nd == 1:
         n = np.shape(v)[0] + abs(k)
         rows, cols = _diag_index(n, n, k)
-        return index_add_zeros(v, (rows, cols), (n, n), np.result_type(_core.concrete(v)))
+        return index_add_zeros(v, (rows, cols), (n, n), np.result_type(_core.lanes_of(v)))
     if nd == 2:
         return getitem(v, _diag_index(*np.shape(v), k))
     raise ValueError(f"diag: the input must be 1-d or 2-d, not {nd}-d")
@@ -536,7 +549,7 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
 
 def _triangle(m, keep):
     from tapead._prims.elementwise import where  # cycle: _prims.elementwise -> here
-    return where(keep, m, np.zeros((), np.result_type(_core.concrete(m))))
+    return where(keep, m, np.zeros((), np.result_type(_core.lanes_of(m))))
 
 
 def tril(m, k=0):
@@ -567,7 +580,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
     if not isinstance(array, Box):
         return np.pad(array, pad_width, mode=mode, **kwargs)
     shape = np.shape(array)
-    dtype = np.result_type(_core.concrete(array))
+    dtype = np.result_type(_core.lanes_of(array))
     if mode == "constant":
         cv = kwargs.pop("constant_values", 0)
         if kwargs:
