@@ -670,6 +670,7 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
         jac = tree_unflatten(out_tree, jac_leaves)
         return (jac, aux) if has_aux else jac
+    jac_f._tapead_jac = (f, argnums, has_aux, holomorphic, "jacfwd", jac_f)   # for ta.vmap
     return jac_f
 
 
@@ -749,6 +750,7 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
         jac = tree_unflatten(out_tree, jac_leaves)
         return (jac, aux) if has_aux else jac
+    jac_f._tapead_jac = (f, argnums, has_aux, holomorphic, "jacrev", jac_f)   # for ta.vmap
     return jac_f
 
 

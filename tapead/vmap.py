@@ -222,6 +222,11 @@ class _Mapped:
                 pos = tuple(args[j] if j in whole else a for j, a in enumerate(pos))
             return f(*pos, **tree_unflatten(kw_td, inputs[n_pos:]))
 
+        rewrite = _rewrite_of(f) if n > 0 and not kwargs else None
+        if rewrite is not None:
+            out = self._rewritten(rewrite, f, args, in_axes, leaves, axes, in_td, n, chunk)
+            if out is not NotImplemented:
+                return out
         if n == 0:
             # the batched run on zero lanes gives the output shapes; where it
             # cannot (a branch, a value read, numpy refusing an empty stack),
@@ -236,6 +241,32 @@ class _Mapped:
             return self._zero_lanes(f, leaves, axes, in_td, n_pos, kw_td, whole, args)
         groups = _run_groups(call, leaves, axes, n, chunk)
         return self._join(groups, n)
+
+    def _rewritten(self, rewrite, f, args, in_axes, leaves, axes, in_td, n, chunk):
+        """vmap of a tagged transform (``grad``, ``jacfwd``...): the transform of
+        a vmap, whose output has the lanes in front; chunk by chunk."""
+        starts = [0] if chunk is None or chunk >= n else list(range(0, n, chunk))
+        parts = []
+        for s in starts:
+            if len(starts) == 1:
+                part_args = args
+            else:
+                idx = np.arange(s, min(s + chunk, n))
+                lanes = [x if ax is None else _take(x, idx, ax) for x, ax in zip(leaves, axes)]
+                part_args = tree_unflatten(in_td, lanes)
+                part_args = tuple(args[j] if in_axes[j] is None else a
+                                  for j, a in enumerate(part_args))
+            out = rewrite(f, part_args, in_axes, len(idx) if len(starts) > 1 else n)
+            if out is NotImplemented:
+                return out
+            parts.append(out)
+        outs, td = tree_flatten(parts[0])
+        if len(parts) > 1:
+            cols = [_concatenate([tree_flatten(p)[0][k] for p in parts]) for k in range(len(outs))]
+        else:
+            cols = outs
+        idx = np.arange(n)
+        return self._join([(idx, td, parts[0], [("lanes", c) for c in cols])], n)
 
     def _zero_lanes(self, f, leaves, axes, in_td, n_pos, kw_td, whole, args):
         """Zero lanes: ``f`` runs once on a stand-in lane of ones to learn the
@@ -483,6 +514,22 @@ def _run_groups(call, leaves, axes, n, chunk):
             td, first, cols = _run_lanes(call, leaves, axes, lanes_idx)
             done.append((lanes_idx, td, first, cols))
     return done
+
+
+#: kind -> rewrite(f, args, in_axes, n) of a tagged transform under vmap,
+#: registered by tapead.vmap_transforms (a higher layer: it knows grad and
+#: jacfwd); returns the output with the lanes in front, or NotImplemented
+REWRITES: dict = {}
+
+
+def _rewrite_of(f):
+    """The rewrite of ``f`` when ``f`` is the function a transform returned (its
+    tag names it: functools.wraps copies the tag of a function it wraps)."""
+    for name in ("_tapead_jac", "_tapead_grad"):
+        tag = getattr(f, name, None)
+        if tag is not None and tag[5] is f:
+            return REWRITES.get(tag[4])
+    return None
 
 
 def vmap_stats(reset: bool = False) -> dict:
