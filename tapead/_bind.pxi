@@ -107,6 +107,19 @@ cdef object _pack_object_args(tuple args):
     return tuple(out) if changed else None
 
 
+cdef bint _TRANSFORMS_HOLD_BATCHED = True
+
+
+def transforms_hold_batched(bint on):
+    """Whether tapes and forward traces started inside vmap record batched
+    values of plain arrays (their rules then run batched; the default) or vmap
+    reruns the function lane by lane; returns the previous setting."""
+    global _TRANSFORMS_HOLD_BATCHED
+    old = _TRANSFORMS_HOLD_BATCHED
+    _TRANSFORMS_HOLD_BATCHED = on
+    return old
+
+
 cdef object _bind(PrimitiveBase prim, tuple args, dict params):
     cdef Trace top = None, t
     cdef bint inner = False
@@ -145,10 +158,11 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
     vals_t = tuple(vals)
     if inner:
         ans = _bind(prim, vals_t, params)
-        if type(ans) is Batched:
-            # a transform started inside vmap on batched values (untagged
-            # grad/jvp...): its tape cannot hold stacked lanes; vmap reruns
-            # the function once per lane
+        if type(ans) is Batched and not (_TRANSFORMS_HOLD_BATCHED
+                                         and not isinstance((<Batched>ans).val, Box)):
+            # a transform started inside vmap records the stacked lanes of a
+            # plain array (its rules then run batched); over boxes of other
+            # transforms it cannot: vmap reruns the function once per lane
             raise_batch_read(ans, f"{prim} under a transform started inside vmap")
     else:
         ans = prim.impl(*vals_t, **params)

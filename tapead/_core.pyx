@@ -136,8 +136,12 @@ cdef object matmul_boxes(object x, object y):
     if type(x) is Batched or type(y) is Batched:
         return _box_methods["matmul"](x, y)
     while isinstance(xv, Box):
+        if type(xv) is Batched:
+            return _box_methods["matmul"](x, y)
         xv = primal_of(xv)
     while isinstance(yv, Box):
+        if type(yv) is Batched:
+            return _box_methods["matmul"](x, y)
         yv = primal_of(yv)
     if _MATMUL_PRIM is not None and type(xv) is np.ndarray and type(yv) is np.ndarray \
             and (<object>xv).ndim >= 1 and (<object>yv).ndim >= 1:

@@ -119,7 +119,7 @@ cdef class Scatter:
         self.g = g
         self.idx = idx
         self.shape = tuple(shape)
-        self.dtype = np.result_type(dtype, concrete(g))
+        self.dtype = np.result_type(dtype, lanes_of(g))
         self.basic = _is_basic_index(idx)
 
     cdef bint fits(self, object cur):

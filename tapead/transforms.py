@@ -126,21 +126,21 @@ def _as_result(g, like):
         return g
     if g is None:
         return _zeros_like(like)
-    dtype = np.result_type(_core.concrete(like))
+    dtype = np.result_type(_core.lanes_of(like))
     if dtype.kind != "c" and _core.is_complex(g):
         raise NonDifferentiableError(
             "a derivative of a real value came out complex (casting it to real would "
             "drop its imaginary part); some operation lacks a correct complex rule. "
             "Take np.real explicitly where the computation goes back to real values")
     if isinstance(g, Box):          # traced by an outer transform: cast on its trace
-        if np.result_type(_core.concrete(g)) != dtype and np.issubdtype(dtype, np.inexact):
+        if np.result_type(_core.lanes_of(g)) != dtype and np.issubdtype(dtype, np.inexact):
             from tapead._prims.elementwise import astype  # local: traced values only
             return astype(g, dtype)
         return g
-    if np.ndim(g) == 0 and np.ndim(_core.concrete(like)) == 0:
+    if np.ndim(g) == 0 and len(_core.shape_of(like)) == 0:
         return dtype.type(g)
     out = np.asarray(g, dtype=dtype)
-    shape = np.shape(_core.concrete(like))
+    shape = tuple(_core.shape_of(like))
     if out.shape != shape:
         out = np.broadcast_to(out, shape).copy()
     return out
@@ -208,7 +208,7 @@ def _check_scalar_output(out, name, has_aux, holomorphic=False):
             f"values; {name} needs a single real floating-point scalar. If the other "
             f"values are auxiliary data, return (value, aux) and pass has_aux=True; "
             "for several outputs use ta.jacrev or ta.vjp")
-    value = _core.concrete(out) if isinstance(out, Box) else out
+    value = _core.lanes_of(out) if isinstance(out, Box) else out     # dtype and shape only
     try:
         dtype = np.result_type(value)
     except TypeError:
@@ -220,9 +220,10 @@ def _check_scalar_output(out, name, has_aux, holomorphic=False):
             f"({'a bool' if dtype.kind == 'b' else 'an integer'}); {name} needs a real "
             "floating-point scalar output, whose derivative is defined. Return a float "
             "(e.g. the quantity before comparing or rounding it)")
-    if np.shape(value) != ():
+    shape = _core.shape_of(out) if isinstance(out, Box) else np.shape(value)
+    if shape != ():
         raise NonScalarOutputError(
-            f"{name} needs a function with a scalar output, got shape {np.shape(value)}; "
+            f"{name} needs a function with a scalar output, got shape {shape}; "
             "use ta.jacrev / ta.vjp for vector outputs or reduce the output (e.g. .sum())")
 
 
@@ -232,18 +233,18 @@ def _check_kinds(name, holomorphic, leaves=None, outs=None, real_outs=True):
     for x in leaves or ():
         if holomorphic and not _core.is_complex(x):
             raise TypeError(f"{name} with holomorphic=True needs complex inputs, got "
-                            f"{np.result_type(_core.concrete(x))}; pass complex values "
+                            f"{np.result_type(_core.lanes_of(x))}; pass complex values "
                             "(e.g. x + 0j) or drop holomorphic=True")
     for y in outs or ():
         cx = _core.is_complex(y)
         if holomorphic and not cx:
             raise TypeError(f"{name} with holomorphic=True needs a complex-valued "
                             f"function, got an output of dtype "
-                            f"{np.result_type(_core.concrete(y))}; drop holomorphic=True "
+                            f"{np.result_type(_core.lanes_of(y))}; drop holomorphic=True "
                             "for real-valued functions")
         if cx and real_outs and not holomorphic:
             raise TypeError(f"{name} requires real-valued outputs, got "
-                            f"{np.result_type(_core.concrete(y))}. Pass holomorphic=True "
+                            f"{np.result_type(_core.lanes_of(y))}. Pass holomorphic=True "
                             "for a holomorphic function, take np.real / np.abs of the "
                             "output, or use ta.vjp for other complex outputs")
 
@@ -253,10 +254,10 @@ def _seed_like(c, v):
     become complex; complex seeds of real outputs are refused."""
     if _core.is_complex(c) and not _core.is_complex(v):
         raise TypeError(f"pullback: complex cotangent for a real output (dtype "
-                        f"{np.result_type(_core.concrete(v))}); pass a real cotangent")
+                        f"{np.result_type(_core.lanes_of(v))}); pass a real cotangent")
     if _core.is_complex(v) and not _core.is_complex(c) and not isinstance(c, Box):
-        return np.asarray(c, dtype=np.result_type(_core.concrete(v)))[()] \
-            if np.ndim(c) == 0 else np.asarray(c, dtype=np.result_type(_core.concrete(v)))
+        return np.asarray(c, dtype=np.result_type(_core.lanes_of(v)))[()] \
+            if np.ndim(c) == 0 else np.asarray(c, dtype=np.result_type(_core.lanes_of(v)))
     return c
 
 
@@ -547,7 +548,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fals
                 raise TypeError(
                     f"jvp: a {'complex' if _core.is_complex(p) else 'real'} primal needs a "
                     f"{'complex' if _core.is_complex(p) else 'real'} tangent, got dtype "
-                    f"{np.result_type(_core.concrete(t))}; make the tangent's dtype match")
+                    f"{np.result_type(_core.lanes_of(t))}; make the tangent's dtype match")
             if np.shape(p) != np.shape(t):
                 raise ShapeError(f"jvp: tangent of shape {np.shape(t)} for a primal of "
                                  f"shape {np.shape(p)}; they must match")
@@ -641,7 +642,7 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
         K = int(sum(sizes))
         seeds, off = {}, 0
         for x, nid, m in zip(flat_in, flat_ids, sizes):
-            eye = np.zeros((K, m), dtype=np.result_type(_core.concrete(x)))
+            eye = np.zeros((K, m), dtype=np.result_type(_core.lanes_of(x)))
             eye[off:off + m] = np.eye(m)
             seeds[nid] = eye.reshape((K,) + np.shape(x))
             off += m
@@ -655,12 +656,12 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             t = next(tans_iter) if i >= 0 else None
             oshape = np.shape(val)
             if t is None:
-                t = np.zeros((K,) + oshape, dtype=np.result_type(_core.concrete(val)))
+                t = np.zeros((K,) + oshape, dtype=np.result_type(_core.lanes_of(val)))
             if isinstance(t, Box):      # tangents traced by an outer transform
                 from tapead._prims.shape import moveaxis, reshape  # local: traced values only
             else:
                 moveaxis, reshape = np.moveaxis, np.reshape
-                t = np.asarray(t, dtype=np.result_type(_core.concrete(val)))
+                t = np.asarray(t, dtype=np.result_type(_core.lanes_of(val)))
             t = reshape(t, (K,) + oshape)
             blocks, off = [], 0
             for xin, m in zip(flat_in, sizes):
@@ -730,7 +731,7 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
                     if oshape == ():
                         seed = 1.0 + 0j if holomorphic else 1.0
                     else:
-                        seed = np.zeros(oshape, dtype=np.result_type(_core.concrete(val)))
+                        seed = np.zeros(oshape, dtype=np.result_type(_core.lanes_of(val)))
                         seed.flat[j] = 1.0
                     adjs = tape.backward([x.idx], [seed], flat_ids)
                 else:
@@ -743,7 +744,7 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
                     from tapead._prims.shape import reshape, stack  # local: traced values only
                     blk = reshape(stack([r[k] for r in rows]), oshape + ishape)
                 else:
-                    dt = np.result_type(_core.concrete(xin))
+                    dt = np.result_type(_core.lanes_of(xin))
                     blk = (np.stack([np.asarray(r[k]) for r in rows]).reshape(oshape + ishape)
                            if rows else np.zeros(oshape + ishape, dtype=dt))
                 blocks.append(blk)

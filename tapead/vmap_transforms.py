@@ -87,8 +87,9 @@ def _is_leaf_array(x) -> bool:
 def _grad_rewrite(f, args, in_axes, n):
     fun, argnums, has_aux, holomorphic, kind, _ = f._tapead_grad
     nums = _nums(argnums, len(args))
-    if holomorphic or nums is None:
-        return NotImplemented
+    if holomorphic or nums is None or not any(
+            isinstance(x, Box) for x in tree_flatten(args)[0]):
+        return NotImplemented    # plain arguments: grad's own tape records the lanes
     new, axes = _lanes_in_front(args, in_axes, nums, n)
     if new is None:
         return NotImplemented
@@ -236,4 +237,4 @@ def _jacfwd_blocks(of_diff, diff, in_flat, has_aux, n):
 
 
 REWRITES.update(grad=_grad_rewrite, value_and_grad=_grad_rewrite,
-                      jacfwd=_jac_rewrite, jacrev=_jac_rewrite)
+                jacfwd=_jac_rewrite, jacrev=_jac_rewrite)

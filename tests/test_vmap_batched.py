@@ -173,3 +173,34 @@ def test_every_row_equals_jax_vmap(case):
     ref = jax.vmap(lambda *a: spec.body(JNP, *a), in_axes=in_axes)(*[jnp.asarray(a)
                                                                      for a in args])
     _close(out, np.asarray(ref), f"{spec.name}-{kind}")
+
+
+#: rows whose reverse sweep must run batched inside vmap (the others may read
+#: values in their VJP rules, e.g. a kink's side, and then run lane by lane)
+BATCHED_BACKWARD = {"add", "sub", "mul", "div", "sin", "cos", "tan", "exp", "log", "tanh",
+                    "sqrt", "sigmoid", "square", "matmul", "dot", "outer", "einsum",
+                    "sum", "sum_axis0", "transpose", "reshape", "concatenate_axis0",
+                    "stack", "getitem_mask", "where", "solve", "inv", "det", "cholesky"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_a_gradient_taken_inside_vmap_runs_batched_and_equals_the_loop(case, monkeypatch):
+    """``vmap(lambda *a: grad(g)(*a))``: a tape started inside vmap records the
+    stacked lanes and its sweep runs the rules batched."""
+    spec, kind, shapes, _ = case
+    if 1 not in spec.orders:
+        pytest.skip("no derivative")
+    n = 3
+    lanes = _lanes(spec, shapes, n, _seed(spec.name, kind, "inner"))
+    args, _ = _stacked(spec, shapes, lanes, n, 0, (True,) * spec.arity)
+    w = np.random.default_rng(4).normal(size=np.shape(spec.fn(*lanes[0])))
+    argnums = tuple(range(spec.arity))
+    gfun = ta.grad(lambda *a: tnp.sum(tnp.real(spec.fn(*a)) * w), argnums=argnums)
+    inner = lambda *a: gfun(*a)                               # noqa: E731  (untagged)
+    batching.reset_stats()
+    out = ta.vmap(inner)(*args)
+    if spec.name in BATCHED_BACKWARD:
+        assert batching.STATS["per_lane_runs"] == 0, spec.name
+    for k in range(spec.arity):
+        ref = np.stack([np.asarray(gfun(*lane)[k]) for lane in lanes])
+        _close(out[k], ref, f"{spec.name}-{kind} d/d argument {k}")

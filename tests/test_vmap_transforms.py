@@ -117,12 +117,30 @@ def test_jvp_of_vmap_and_vmap_of_vmap():
            jax.vmap(jax.vmap(jax.grad(lambda x: jnp.sum(jvec(x)))))(X3))
 
 
-def test_an_untagged_transform_inside_vmap_runs_lane_by_lane():
+def test_an_untagged_transform_inside_vmap_runs_batched():
+    """A tape started inside vmap records the stacked lanes: its sweep runs the
+    rules once for all lanes."""
     f = lambda W, x, y: ta.grad(loss)(W, x, y) * 2.0               # noqa: E731
-    ta.vmap_stats(reset=True)
-    out = ta.vmap(f, in_axes=(None, 0, 0))(W, X, Y)
+    _batched(lambda: _close(ta.vmap(f, in_axes=(None, 0, 0))(W, X, Y),
+                            2.0 * jax.vmap(jax.grad(jloss), in_axes=(None, 0, 0))(W, X, Y)))
+    g = lambda x: ta.jvp(vec, (x,), (np.ones(x.shape),))[1]          # noqa: E731
+    _batched(lambda: _close(ta.vmap(g)(X),
+                            jax.vmap(lambda x: jax.jvp(jvec, (x,), (jnp.ones_like(x),))[1])(X)))
+
+
+def test_a_transform_inside_vmap_over_outer_boxes_runs_lane_by_lane():
+    """Inside vmap, inside grad: a tape started in the function would hold lanes
+    of the outer tape's tracers; vmap reruns the function lane by lane."""
+    f = lambda W, x, y: ta.grad(loss, argnums=1)(W, x, y)           # noqa: E731  (untagged)
+
+    def outer(W):
+        ta.vmap_stats(reset=True)
+        return tnp.sum(ta.vmap(f, in_axes=(None, 0, 0))(W, X, Y) ** 2)
+
+    def jouter(W):
+        return jnp.sum(jax.vmap(jax.grad(jloss, argnums=1), in_axes=(None, 0, 0))(W, X, Y) ** 2)
+    _close(ta.grad(outer)(W), jax.grad(jouter)(W))
     assert ta.vmap_stats(reset=True)["per_lane_runs"] == 1
-    _close(out, 2.0 * jax.vmap(jax.grad(jloss), in_axes=(None, 0, 0))(W, X, Y))
 
 
 def test_vmap_of_grad_of_a_non_scalar_function_raises_grad_error():
