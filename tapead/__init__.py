@@ -12,7 +12,7 @@ from tapead._tree import tree_flatten, tree_unflatten, tree_map  # noqa: F401
 from tapead import tree_util  # noqa: F401
 from tapead.errors import (GuardFlippedError, LeakedTracerError, MissingRuleError,  # noqa
                            NonDifferentiableError, NonScalarOutputError, ShapeError,
-                           TapeReplayError, TapeadError)
+                           TapeReplayError, TapeadError, VmapFallbackError)
 from tapead.testing import check_grads  # noqa: F401
 from tapead.loops import checkpoint, scan, fori_loop  # noqa: F401
 from tapead.control import cond, switch, while_loop  # noqa: F401

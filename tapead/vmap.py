@@ -1,14 +1,16 @@
 """``ta.vmap``: map a function over an axis of its arguments.
 
-``vmap(f)`` runs ``f`` on each lane of the mapped axis and stacks the lanes'
-outputs.  The lanes run one after another (one call of ``f`` per lane), so
-``vmap(f)`` equals the Python loop over the lanes for every eager program:
-Python ``if``/``while`` on values whose lanes disagree, data-dependent shapes
-inside ``f`` and concrete-value inspection all behave as in the loop.  The
-slicing of the inputs and the stacking of the outputs are tapead operations,
-so ``vmap`` composes with every transform in either order
-(``grad(vmap(f))``, ``vmap(grad(f))``, ``vmap(jacfwd(f))``,
-``vmap(hessian(f))``, ``vmap(vmap(f))``).
+``vmap(f)`` runs ``f`` once on all the lanes: the mapped arguments become
+``Batched`` boxes of a ``BatchTrace`` (the lanes stacked along one axis; one
+lane's shape), and every primitive applied to them runs once on the stacked
+lanes through its vmap rule (``tapead._prims.batching``).  A Python branch
+whose lanes disagree splits the batch (``BatchSplit``): the function runs
+again on each group of agreeing lanes, from an explicit work list, and the
+outputs are put back in lane order.  Code that reads one lane's value
+(``BatchConcreteRead``) makes the function run lane by lane.  Either way
+``vmap(f)`` equals the loop over the lanes.  ``vmap`` of ``jacfwd``/
+``jacrev``/``hessian`` (and of ``grad`` over boxes of outer transforms) is
+rewritten by ``tapead.vmap_transforms`` as the transform of a vmap.
 
 ``in_axes``/``out_axes`` follow JAX: an int, None, or a pytree prefix of the
 arguments/outputs whose leaves are ints (negative ones count from the end) or
@@ -149,6 +151,7 @@ class _Mapped:
         self.out_axes = out_axes
         self.axis_size = axis_size
         self.chunk_size = chunk_size
+        self._names = {}
         functools.update_wrapper(self, f, updated=())
 
     def __call__(self, *args, **kwargs):
@@ -167,7 +170,9 @@ class _Mapped:
                             "one entry per positional argument")
         else:
             in_axes = (in_axes,) * len(args)
-        names = _arg_names(f, len(args))
+        names = self._names.get(len(args))
+        if names is None:                  # inspect.signature costs more than a lane
+            names = self._names[len(args)] = _arg_names(f, len(args))
         specs, leaves, where = [], [], []
         for i, a in enumerate(args):
             ls = tree_flatten(a)[0]
@@ -582,8 +587,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[i
     axis_size : int, optional
         The number of lanes; needed when no argument is mapped.
     chunk_size : int, optional
-        Accepted for compatibility with chunked mapping; lanes run one at a
-        time, so the peak memory is already one lane's working set.
+        Run this many lanes at a time and concatenate the outputs (less
+        working memory, same numbers).
 
     Returns
     -------
@@ -595,10 +600,18 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[i
 
     Notes
     -----
-    ``f`` runs once per lane, so Python control flow whose lanes disagree
-    (``if x > 0`` on a mapped ``x``) gives exactly what the loop over the
-    lanes gives.  With zero lanes ``f`` runs once on a stand-in lane of ones
-    to learn the output shapes.
+    ``f`` runs once, on the stacked lanes: inside it a mapped argument is a
+    batched value whose ``shape`` is one lane's, and each tapead operation
+    runs once for all the lanes.  A Python ``if``/``while`` on a batched
+    value whose lanes disagree splits the batch and runs ``f`` on each group
+    (``vmap_stats()["splits"]`` counts them), so the result is exactly that
+    of the loop over the lanes.  Code that reads one lane's value
+    (``float(x)``, an index, a value-dependent decision inside a tapead
+    function) makes ``f`` run lane by lane; a primitive without a vmap rule
+    runs once per lane with a one-time warning.  ``TAPEAD_STRICT_VMAP=1``
+    turns both fallbacks into ``VmapFallbackError``.  With zero lanes the
+    output shapes come from a batched run on the empty stack (or one run on
+    a stand-in lane of ones).
 
     Examples
     --------
