@@ -180,7 +180,8 @@ def test_every_row_equals_jax_vmap(case):
 BATCHED_BACKWARD = {"add", "sub", "mul", "div", "sin", "cos", "tan", "exp", "log", "tanh",
                     "sqrt", "sigmoid", "square", "matmul", "dot", "outer", "einsum",
                     "sum", "sum_axis0", "transpose", "reshape", "concatenate_axis0",
-                    "stack", "getitem_mask", "where", "solve", "inv", "det", "cholesky"}
+                    "stack", "getitem_mask", "where", "solve", "inv", "det", "cholesky",
+                    "abs", "relu", "maximum", "minimum", "clip"}
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)

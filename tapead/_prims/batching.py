@@ -278,6 +278,23 @@ def lanes_apply(fn, x):
     return x.btrace.box(np.stack([np.asarray(fn(lane)) for lane in lanes]), 0)
 
 
+def elementwise_values(fn, *xs):
+    """``fn`` (elementwise, numpy) of the values of ``xs``: a constant, batched
+    when some ``x`` is (the lanes' values stacked, so no lane is read on its
+    own), for rules that decide per element from values (a kink's side)."""
+    trace = batched_in(*xs)
+    if trace is None:
+        return fn(*[_core.concrete(x) for x in xs])
+    bdims = [x.bdim if type(x) is Batched and x.btrace is trace else None for x in xs]
+    vals = [x.val if d is not None else x for x, d in zip(xs, bdims)]
+    if batched_in(*vals) is not None:
+        raise _core_read(trace, "values under nested vmaps")
+    rank = max(lane_ndim(v, d) for v, d in zip(vals, bdims))
+    plain = [_core.concrete(v) if d is None else np.asarray(_core.concrete(padded(v, d, rank)))
+             for v, d in zip(vals, bdims)]
+    return trace.box(np.asarray(fn(*plain)), 0)
+
+
 def value_ufunc(ufunc, inputs, kwargs):
     """A ufunc without derivative (comparisons, isnan...) of batched values:
     the lanes' results, batched (None when no input is batched)."""

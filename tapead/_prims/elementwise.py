@@ -16,6 +16,7 @@ from tapead import _core
 from tapead._core import Box, concrete, is_complex, lanes_of
 from tapead._core import apply_binary as binary, apply_unary as unary
 from tapead import patterns
+from tapead._prims import batching
 from tapead._prims.base import (BROADCAST, VMAP_ELEMENTWISE, Primitive, ShapeOnly, defelementwise,
                                 defzero)
 from tapead.errors import NonDifferentiableError
@@ -123,6 +124,13 @@ def _sigmoid_np(x):
     return sps.expit(x)
 
 
+def _mask_of(fn, like, *xs):
+    """``_mask`` of ``fn`` of the values of ``xs`` (batched under vmap)."""
+    dt = np.result_type(lanes_of(like))
+    dt = dt if np.issubdtype(dt, np.floating) else np.float64
+    return batching.elementwise_values(lambda *v: np.asarray(fn(*v), dtype=dt), *xs)
+
+
 def _mask(cond, like):
     """A constant 0/1 mask from a condition on concrete values, in like's dtype."""
     dt = np.result_type(lanes_of(like))
@@ -166,10 +174,12 @@ LN10 = float(np.log(10.0))
 
 negative = _unary("neg", np.negative, lambda x, a: -1.0, saves=(), ufunc=np.negative)
 positive = _unary("pos", np.positive, lambda x, a: 1.0, saves=(), ufunc=np.positive)
-absolute = _unary("abs", np.abs, lambda x, a: np.sign(concrete(x)), ufunc=np.absolute)
+absolute = _unary("abs", np.abs, lambda x, a: batching.elementwise_values(np.sign, x),
+                  ufunc=np.absolute)
 sign = _unary("sign", np.sign, lambda x, a: 0.0 * a, saves=(), ufunc=np.sign)
 sign.prim.defsparsity(patterns.ZERO)         # piecewise constant: no dependence
-relu = _unary("relu", lambda x: np.maximum(x, 0), lambda x, a: _mask(concrete(x) > 0, x))
+relu = _unary("relu", lambda x: np.maximum(x, 0),
+               lambda x, a: _mask_of(lambda v: v > 0, x, x))
 sin = _unary("sin", np.sin, lambda x, a: _cos_given_sin(x, a), ufunc=np.sin)
 cos = _unary("cos", np.cos, lambda x, a: -_sin_given_cos(x, a), ufunc=np.cos)
 tan = _unary("tan", np.tan, lambda x, a: 1.0 + a * a, saves=(), ufunc=np.tan)
@@ -211,7 +221,7 @@ cos_given_sin_p.complex_ok = sin_given_cos_p.complex_ok = True
 # cotangent of z is g conj(z) / |z| (0 at z = 0, as JAX)
 def _abs_slope(x, ans):
     if not is_complex(x):
-        return np.sign(concrete(x))
+        return batching.elementwise_values(np.sign, x)
     zero = concrete(ans) == 0
     if np.any(zero):
         return where(zero, 0.0, conjugate(x) / where(zero, 1.0, ans))
@@ -306,13 +316,11 @@ def _pow_dy(x, y, ans):
 
 
 def _max_dx(x, y, ans):
-    xc, yc = concrete(x), concrete(y)
-    return _mask(xc > yc, ans) + 0.5 * _mask(xc == yc, ans)
+    return _mask_of(lambda xc, yc: (xc > yc) + 0.5 * (xc == yc), ans, x, y)
 
 
 def _min_dx(x, y, ans):
-    xc, yc = concrete(x), concrete(y)
-    return _mask(xc < yc, ans) + 0.5 * _mask(xc == yc, ans)
+    return _mask_of(lambda xc, yc: (xc < yc) + 0.5 * (xc == yc), ans, x, y)
 
 
 add = _binary("add", np.add, lambda x, y, a: 1.0, lambda x, y, a: 1.0, saves=(), ufunc=np.add)
