@@ -11,7 +11,7 @@ from tapead._tree import tree_flatten, tree_unflatten, tree_map  # noqa: F401
 from tapead import tree_util  # noqa: F401
 from tapead.errors import (GuardFlippedError, LeakedTracerError, MissingRuleError,  # noqa
                            NonDifferentiableError, NonScalarOutputError, ShapeError,
-                           TapeReplayError, TapeadError)
+                           TapeReplayError, TapeadError, VmapFallbackError)
 from tapead.testing import check_grads  # noqa: F401
 from tapead.loops import checkpoint, scan, fori_loop  # noqa: F401
 from tapead.control import cond, switch, while_loop  # noqa: F401
@@ -21,7 +21,8 @@ from tapead.custom import custom_jvp, custom_vjp  # noqa: F401
 from tapead import nn, optim  # noqa: F401
 from tapead.transforms import (grad, value_and_grad, jvp, vjp, jacfwd, jacrev,  # noqa: F401
                                hessian, hvp, record, Recording, stop_gradient)
-from tapead.vmap import vmap  # noqa: F401
+from tapead.vmap import vmap, vmap_stats  # noqa: F401
+from tapead import vmap_transforms  # noqa: F401  (vmap of grad, jacfwd... run batched)
 from tapead.jit import jit  # noqa: F401
 from tapead.sparse import jacobian_sparsity, sparse_jacobian, sparse_hessian  # noqa: F401
 

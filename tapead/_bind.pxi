@@ -53,6 +53,9 @@ cdef inline object unbox_at(object x, Trace trace):
     elif type(x) is Dual:
         if (<Dual>x).ftrace is trace:
             return (<Dual>x).dp if (<Dual>x).op is None else (<Dual>x).op
+    elif type(x) is Batched:
+        if (<Batched>x).btrace is trace:
+            return (<Batched>x).val
     return x
 
 
@@ -61,6 +64,8 @@ cdef inline Trace trace_of(object x):
         return (<Tracer>x).tape
     if type(x) is Dual:
         return (<Dual>x).ftrace
+    if type(x) is Batched:
+        return (<Batched>x).btrace
     return None
 
 
@@ -102,6 +107,19 @@ cdef object _pack_object_args(tuple args):
     return tuple(out) if changed else None
 
 
+cdef bint _TRANSFORMS_HOLD_BATCHED = True
+
+
+def transforms_hold_batched(bint on):
+    """Whether tapes and forward traces started inside vmap record batched
+    values of plain arrays (their rules then run batched; the default) or vmap
+    reruns the function lane by lane; returns the previous setting."""
+    global _TRANSFORMS_HOLD_BATCHED
+    old = _TRANSFORMS_HOLD_BATCHED
+    _TRANSFORMS_HOLD_BATCHED = on
+    return old
+
+
 cdef object _bind(PrimitiveBase prim, tuple args, dict params):
     cdef Trace top = None, t
     cdef bint inner = False
@@ -129,15 +147,23 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
                 inner = True
     if top is None:
         return prim.impl(*args, **params)
+    if type(top) is BatchTrace:       # vmap: the batching rule, before any value
+        return (<BatchTrace>top).handler(top, prim, args, params)
     vals = []
     for i in range(n):
         v = unbox_at(args[i], top)
-        if not inner and (type(v) is Tracer or type(v) is Dual):
+        if not inner and (type(v) is Tracer or type(v) is Dual or type(v) is Batched):
             inner = True
         vals.append(v)
     vals_t = tuple(vals)
     if inner:
         ans = _bind(prim, vals_t, params)
+        if type(ans) is Batched and not (_TRANSFORMS_HOLD_BATCHED
+                                         and not isinstance((<Batched>ans).val, Box)):
+            # a transform started inside vmap records the stacked lanes of a
+            # plain array (its rules then run batched); over boxes of other
+            # transforms it cannot: vmap reruns the function once per lane
+            raise_batch_read(ans, f"{prim} under a transform started inside vmap")
     else:
         ans = prim.impl(*vals_t, **params)
     if not prim.complex_ok:

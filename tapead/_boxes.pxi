@@ -224,3 +224,111 @@ cdef class Dual:
         if isinstance(v, Box):
             return v.dtype
         return np.result_type(v)
+
+
+@cython.freelist(256)
+@cython.final
+cdef class Batched:
+    """The stacked lanes of a value under ``vmap`` (a ``BatchTrace``).
+
+    ``val`` holds every lane, stacked along axis ``bdim``; it may itself be
+    a box of an outer transform.  ``shape``/``ndim``/``size`` are one lane's.
+    Reading one value out of it (``float()``, an index, ``bool()`` where the
+    lanes disagree) signals vmap, which reruns the function per lane or per
+    group of agreeing lanes.
+    """
+    cdef readonly BatchTrace btrace
+    cdef readonly object val
+    cdef readonly int bdim
+
+    @property
+    def primal(self): raise_batch_read(self, "x.primal")
+    @property
+    def level(self): return self.btrace.level
+    @property
+    def dtype(self):
+        v = self.val
+        if isinstance(v, Box):
+            return v.dtype
+        return np.result_type(v)
+
+    def __repr__(self):
+        return f"Batched(bdim={self.bdim}, level={self.btrace.level}, lanes={self.val!r})"
+
+    def __bool__(self): return batch_bool(self)
+    def __float__(self): raise_batch_read(self, "float()")
+    def __int__(self): raise_batch_read(self, "int()")
+    def __complex__(self): raise_batch_read(self, "complex()")
+    def __format__(self, spec): raise_batch_read(self, "format()")
+    def __index__(self): raise_batch_read(self, "an index")
+
+    __array_priority__ = 1000.0
+
+    def __add__(self, other): return binary(OP_ADD, self, other)
+    def __radd__(self, other): return binary(OP_ADD, other, self)
+    def __sub__(self, other): return binary(OP_SUB, self, other)
+    def __rsub__(self, other): return binary(OP_SUB, other, self)
+    def __mul__(self, other): return binary(OP_MUL, self, other)
+    def __rmul__(self, other): return binary(OP_MUL, other, self)
+    def __truediv__(self, other): return binary(OP_DIV, self, other)
+    def __rtruediv__(self, other): return binary(OP_DIV, other, self)
+    def __pow__(self, other, mod):
+        if mod is not None:
+            raise TypeError("pow() with a modulus is not differentiable")
+        return binary(OP_POW, self, other)
+    def __rpow__(self, other, mod):
+        return binary(OP_POW, other, self)
+    def __mod__(self, other): return _box_methods["remainder"](self, other)
+    def __rmod__(self, other): return _box_methods["remainder"](other, self)
+    def __neg__(self): return unary(OP_NEG, self)
+    def __pos__(self): return unary(OP_POS, self)
+    def __abs__(self): return unary(OP_ABS, self)
+    def __matmul__(self, other): return matmul_boxes(self, other)
+    def __rmatmul__(self, other): return matmul_boxes(other, self)
+
+    # comparisons give plain bools (recorded as guards on tapes)
+    def __lt__(self, other): return compare(self, other, 0)
+    def __le__(self, other): return compare(self, other, 1)
+    def __gt__(self, other): return compare(self, other, 2)
+    def __ge__(self, other): return compare(self, other, 3)
+    def __eq__(self, other): return compare(self, other, 4)
+    def __ne__(self, other): return compare(self, other, 5)
+    __hash__ = object.__hash__
+
+
+    # the numpy protocols and array methods live in the Python layer
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _box_methods["__array_function__"](func, types, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        # A 0-d tracer becomes a 0-d object array holding itself, so that
+        # np.array([a, b]) of traced scalars builds an object array of tracers;
+        # tapead packs such arrays into one traced array (one stack node) as
+        # soon as they reach a tapead operation or a transform's output.
+        if (dtype is None or dtype == _OBJECT_DTYPE) and not self.shape:
+            out = np.empty((), dtype=_OBJECT_DTYPE)
+            out[()] = self
+            return out
+        raise TypeError(array_conversion_message(self, dtype))
+
+    def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
+    def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
+    def __len__(self):
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d traced value")
+        return shape[0]
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+    def __getattr__(self, name):
+        return _box_methods["getattr"](self, name)
+
+    @property
+    def shape(self): return shape_of(self)
+    @property
+    def ndim(self): return len(self.shape)
+    @property
+    def size(self): return int(np.prod(self.shape))

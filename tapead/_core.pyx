@@ -28,8 +28,9 @@ from libc.stdint cimport int32_t, int64_t
 
 import numpy as np
 
-from tapead.errors import (GuardFlippedError, LeakedTracerError,
-                           MissingRuleError, NonDifferentiableError, TapeReplayError)
+from tapead.errors import (BatchConcreteRead, BatchSplit, GuardFlippedError,
+                           LeakedTracerError, MissingRuleError, NonDifferentiableError,
+                           TapeReplayError)
 
 include "_scalar_ops.pxi"
 
@@ -132,9 +133,15 @@ cdef object matmul_boxes(object x, object y):
     operands are arrays of at least one dimension, else the Python wrapper
     (which explains 0-d operands)."""
     cdef object xv = x, yv = y
+    if type(x) is Batched or type(y) is Batched:
+        return _box_methods["matmul"](x, y)
     while isinstance(xv, Box):
+        if type(xv) is Batched:
+            return _box_methods["matmul"](x, y)
         xv = primal_of(xv)
     while isinstance(yv, Box):
+        if type(yv) is Batched:
+            return _box_methods["matmul"](x, y)
         yv = primal_of(yv)
     if _MATMUL_PRIM is not None and type(xv) is np.ndarray and type(yv) is np.ndarray \
             and (<object>xv).ndim >= 1 and (<object>yv).ndim >= 1:
@@ -145,7 +152,7 @@ cdef object matmul_boxes(object x, object y):
 include "_boxes.pxi"
 
 #: ``isinstance(x, Box)``: is x a traced value (of any transform)?
-Box = (Tracer, Dual)
+Box = (Tracer, Dual, Batched)
 
 
 cdef inline Tracer new_tracer(Tape tape, Py_ssize_t idx, double dval, object oval):
@@ -266,14 +273,30 @@ def guard_value(x, fn, result, str what="a value"):
 
 
 cpdef tuple shape_of(object x):
-    """``np.shape(x)`` without numpy's dispatch (boxes, arrays, numbers)."""
-    while type(x) is Tracer or type(x) is Dual:
-        x = primal_of(x)
+    """``np.shape(x)`` without numpy's dispatch (boxes, arrays, numbers); one
+    lane's shape for a ``Batched``."""
+    cdef list bdims = None
+    cdef tuple shape
+    while True:
+        if type(x) is Tracer or type(x) is Dual:
+            x = primal_of(x)
+        elif type(x) is Batched:
+            if bdims is None:
+                bdims = []
+            bdims.append((<Batched>x).bdim)
+            x = (<Batched>x).val
+        else:
+            break
     if type(x) is np.ndarray:
-        return (<object>x).shape
-    if type(x) is float or type(x) is int:
-        return ()
-    return tuple(np.shape(x))
+        shape = (<object>x).shape
+    elif type(x) is float or type(x) is int:
+        shape = ()
+    else:
+        shape = tuple(np.shape(x))
+    if bdims is not None:          # innermost batch axis removed last
+        for k in range(len(bdims) - 1, -1, -1):
+            shape = shape[:bdims[k]] + shape[bdims[k] + 1:]
+    return shape
 
 
 cpdef int ndim_of(object x):
@@ -299,6 +322,10 @@ def rebind_tracer(x, new):
         if dx.ftrace is not dn.ftrace:
             raise ValueError("rebind_tracer: both duals must belong to the same trace")
         dx.dp, dx.dt, dx.op, dx.ot = dn.dp, dn.dt, dn.op, dn.ot
+    elif type(x) is Batched and type(new) is Batched:
+        if (<Batched>x).btrace is not (<Batched>new).btrace:
+            raise ValueError("rebind_tracer: both batched values must belong to the same vmap")
+        (<Batched>x).val, (<Batched>x).bdim = (<Batched>new).val, (<Batched>new).bdim
     else:
         raise TypeError(f"rebind_tracer: cannot rebind a {type(x).__name__} to a "
                         f"{type(new).__name__}; the update must stay on the same trace")
@@ -337,6 +364,8 @@ cpdef object primal_of(object x):
         return (<Tracer>x).dval if (<Tracer>x).oval is None else (<Tracer>x).oval
     if type(x) is Dual:
         return (<Dual>x).dp if (<Dual>x).op is None else (<Dual>x).op
+    if type(x) is Batched:
+        raise_batch_read(x, "the value")
     return x
 
 
@@ -348,6 +377,8 @@ cpdef object concrete(object x):
 
 
 cdef object compare(object x, object y, int code):
+    if type(x) is Batched or type(y) is Batched:
+        return _box_methods["batch_compare"](x, y, code)
     cdef object xv = concrete(x), yv = concrete(y)
     cdef object out = _CMP[code](xv, yv)
     if isinstance(out, np.ndarray) and out.ndim > 0:
@@ -409,3 +440,5 @@ include "_revolve_kernel.pxi"
 include "_tape_loop.pxi"
 include "_loop_replay.pxi"
 include "_bind.pxi"
+
+include "_batch.pxi"

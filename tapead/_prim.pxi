@@ -119,7 +119,7 @@ cdef class Scatter:
         self.g = g
         self.idx = idx
         self.shape = tuple(shape)
-        self.dtype = np.result_type(dtype, concrete(g))
+        self.dtype = np.result_type(dtype, lanes_of(g))
         self.basic = _is_basic_index(idx)
 
     cdef bint fits(self, object cur):
@@ -216,8 +216,8 @@ cdef inline bint is_complex_value(object x):
     if t is Scatter:
         x = (<Scatter>x).g
         t = type(x)
-    if t is Tracer or t is Dual:
-        x = concrete(x)
+    if t is Tracer or t is Dual or t is Batched:
+        x = lanes_of(x)
         t = type(x)
     if t is np.ndarray:
         return (<object>x).dtype.kind == "c"

@@ -33,7 +33,8 @@ cdef class _PendingScatters:
 
 cdef inline bint _is_traced_scatter(object c):
     return type(c) is Scatter and (type((<Scatter>c).g) is Tracer or
-                                   type((<Scatter>c).g) is Dual)
+                                   type((<Scatter>c).g) is Dual or
+                                   type((<Scatter>c).g) is Batched)
 
 
 cdef inline object _settle(object o):

@@ -129,21 +129,21 @@ def as_result(g, like):
         return g
     if g is None:
         return zeros_like(like)
-    dtype = np.result_type(_core.concrete(like))
+    dtype = np.result_type(_core.lanes_of(like))
     if dtype.kind != "c" and _core.is_complex(g):
         raise NonDifferentiableError(
             "a derivative of a real value came out complex (casting it to real would "
             "drop its imaginary part); some operation lacks a correct complex rule. "
             "Take np.real explicitly where the computation goes back to real values")
     if isinstance(g, Box):          # traced by an outer transform: cast on its trace
-        if np.result_type(_core.concrete(g)) != dtype and np.issubdtype(dtype, np.inexact):
+        if np.result_type(_core.lanes_of(g)) != dtype and np.issubdtype(dtype, np.inexact):
             from tapead._prims.elementwise import astype  # local: traced values only
             return astype(g, dtype)
         return g
-    if np.ndim(g) == 0 and np.ndim(_core.concrete(like)) == 0:
+    if np.ndim(g) == 0 and len(_core.shape_of(like)) == 0:
         return dtype.type(g)
     out = np.asarray(g, dtype=dtype)
-    shape = np.shape(_core.concrete(like))
+    shape = tuple(_core.shape_of(like))
     if out.shape != shape:
         out = np.broadcast_to(out, shape).copy()
     return out
@@ -211,7 +211,7 @@ def check_scalar_output(out, name, has_aux, holomorphic=False):
             f"values; {name} needs a single real floating-point scalar. If the other "
             f"values are auxiliary data, return (value, aux) and pass has_aux=True; "
             "for several outputs use ta.jacrev or ta.vjp")
-    value = _core.concrete(out) if isinstance(out, Box) else out
+    value = _core.lanes_of(out) if isinstance(out, Box) else out     # dtype and shape only
     try:
         dtype = np.result_type(value)
     except TypeError:
@@ -223,9 +223,10 @@ def check_scalar_output(out, name, has_aux, holomorphic=False):
             f"({'a bool' if dtype.kind == 'b' else 'an integer'}); {name} needs a real "
             "floating-point scalar output, whose derivative is defined. Return a float "
             "(e.g. the quantity before comparing or rounding it)")
-    if np.shape(value) != ():
+    shape = _core.shape_of(out) if isinstance(out, Box) else np.shape(value)
+    if shape != ():
         raise NonScalarOutputError(
-            f"{name} needs a function with a scalar output, got shape {np.shape(value)}; "
+            f"{name} needs a function with a scalar output, got shape {shape}; "
             "use ta.jacrev / ta.vjp for vector outputs or reduce the output (e.g. .sum())")
 
 
@@ -235,18 +236,18 @@ def check_kinds(name, holomorphic, leaves=None, outs=None, real_outs=True):
     for x in leaves or ():
         if holomorphic and not _core.is_complex(x):
             raise TypeError(f"{name} with holomorphic=True needs complex inputs, got "
-                            f"{np.result_type(_core.concrete(x))}; pass complex values "
+                            f"{np.result_type(_core.lanes_of(x))}; pass complex values "
                             "(e.g. x + 0j) or drop holomorphic=True")
     for y in outs or ():
         cx = _core.is_complex(y)
         if holomorphic and not cx:
             raise TypeError(f"{name} with holomorphic=True needs a complex-valued "
                             f"function, got an output of dtype "
-                            f"{np.result_type(_core.concrete(y))}; drop holomorphic=True "
+                            f"{np.result_type(_core.lanes_of(y))}; drop holomorphic=True "
                             "for real-valued functions")
         if cx and real_outs and not holomorphic:
             raise TypeError(f"{name} requires real-valued outputs, got "
-                            f"{np.result_type(_core.concrete(y))}. Pass holomorphic=True "
+                            f"{np.result_type(_core.lanes_of(y))}. Pass holomorphic=True "
                             "for a holomorphic function, take np.real / np.abs of the "
                             "output, or use ta.vjp for other complex outputs")
 
@@ -256,10 +257,10 @@ def seed_like(c, v):
     become complex; complex seeds of real outputs are refused."""
     if _core.is_complex(c) and not _core.is_complex(v):
         raise TypeError(f"pullback: complex cotangent for a real output (dtype "
-                        f"{np.result_type(_core.concrete(v))}); pass a real cotangent")
+                        f"{np.result_type(_core.lanes_of(v))}); pass a real cotangent")
     if _core.is_complex(v) and not _core.is_complex(c) and not isinstance(c, Box):
-        return np.asarray(c, dtype=np.result_type(_core.concrete(v)))[()] \
-            if np.ndim(c) == 0 else np.asarray(c, dtype=np.result_type(_core.concrete(v)))
+        return np.asarray(c, dtype=np.result_type(_core.lanes_of(v)))[()] \
+            if np.ndim(c) == 0 else np.asarray(c, dtype=np.result_type(_core.lanes_of(v)))
     return c
 
 

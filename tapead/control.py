@@ -23,7 +23,7 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, Tape
 from tapead import patterns
-from tapead._prims.base import PER_DIRECTION, Primitive
+from tapead._prims.base import PER_DIRECTION, PER_LANE, Primitive
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.checkpointing import CheckpointedChain
 from tapead.errors import ShapeError
@@ -263,6 +263,7 @@ def _while_jvp(k, t, ans, *floats, cond_fun, body_fun, tree, others, fpos, s, in
 
 while_p.defjvp_any(_while_jvp)
 while_p.defbatched(PER_DIRECTION)
+while_p.defvmap(PER_LANE)           # runs user code: once per lane
 while_p.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
 

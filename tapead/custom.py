@@ -32,7 +32,7 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box
 from tapead import patterns
-from tapead._prims.base import PER_DIRECTION, Primitive
+from tapead._prims.base import PER_DIRECTION, PER_LANE, Primitive
 from tapead._prims.reductions import sum as _sum
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.errors import MissingRuleError
@@ -161,6 +161,7 @@ class custom_jvp:
         self.prim.defjvp_any(self._jvp_k)
         self.prim.defvjp_any(self._vjp_k)
         self.prim.defbatched(PER_DIRECTION)
+        self.prim.defvmap(PER_LANE)           # runs user code: once per lane
         self.prim.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
     def defjvp(self, jvp_rule: Callable) -> Callable:
@@ -254,6 +255,7 @@ class custom_vjp:
         self.prim.defvjp_any(self._vjp_k)
         self.prim.defjvp_any(self._jvp_k)
         self.prim.defbatched(PER_DIRECTION)
+        self.prim.defvmap(PER_LANE)           # runs user code: once per lane
         self.prim.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> None:

@@ -36,6 +36,35 @@ class ShapeError(TapeadError, ValueError):
     """Arrays whose shapes do not fit together."""
 
 
+class VmapFallbackError(TapeadError, RuntimeError):
+    """Under ``TAPEAD_STRICT_VMAP=1``: ``vmap`` would run a primitive (or the
+    whole function) once per lane instead of once on the stacked lanes."""
+
+
+# -- control signals of vmap's batch trace (BaseException: a user's
+# ``except Exception`` must not swallow them; vmap catches them) -------------
+
+class BatchSplit(BaseException):
+    """``bool()`` of a batched value whose lanes disagree: vmap reruns the
+    function on each group of agreeing lanes.  ``trace`` is the batch trace,
+    ``lanes`` the boolean value of every lane."""
+
+    def __init__(self, trace, lanes):
+        super().__init__("the lanes of a batched value disagree")
+        self.trace = trace
+        self.lanes = lanes
+
+
+class BatchConcreteRead(BaseException):
+    """Code read one value out of a batched value (``float()``, an index, a
+    rule inspecting values): vmap reruns the function once per lane."""
+
+    def __init__(self, trace, what):
+        super().__init__(f"{what} of a batched value")
+        self.trace = trace
+        self.what = what
+
+
 # -- the graph API (tapead.scaly re-exports these under sc.*) -------------------
 
 class SymbolicBoolError(TapeadError, TypeError):

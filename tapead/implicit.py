@@ -27,7 +27,7 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box
 from tapead import patterns
-from tapead._prims.base import PER_DIRECTION, Primitive
+from tapead._prims.base import PER_DIRECTION, PER_LANE, Primitive
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.tree_util import leaf_shapes as _shapes, pack_leaves as _pack, unpack_leaves as _unpack
 import tapead.numpy as tnp
@@ -116,6 +116,7 @@ implicit_p = Primitive("implicit_solution", _implicit_impl)
 implicit_p.defvjp_any(_implicit_vjp)
 implicit_p.defjvp_any(_implicit_jvp)
 implicit_p.defbatched(PER_DIRECTION)
+implicit_p.defvmap(PER_LANE)           # runs user code: once per lane
 implicit_p.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, Tape
 from tapead import patterns
-from tapead._prims.base import PER_DIRECTION, Primitive
+from tapead._prims.base import PER_DIRECTION, PER_LANE, Primitive
 from tapead._prims.shape import stack
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.tree_util import leaf_shapes as _shapes, pack_leaves as _pack, unpack_leaves as _unpack
@@ -102,6 +102,7 @@ def _ckpt_jvp(k, t, ans, *leaves, f, treedef, out_info, cache):
 
 ckpt_p.defjvp_any(_ckpt_jvp)
 ckpt_p.defbatched(PER_DIRECTION)
+ckpt_p.defvmap(PER_LANE)           # runs user code: once per lane
 ckpt_p.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
 
@@ -394,6 +395,7 @@ def _scan_jvp(k, t, ans, *leaves, f, c_tree, x_tree, n_c, length, reverse, s, in
 
 scan_p.defjvp_any(_scan_jvp)
 scan_p.defbatched(PER_DIRECTION)
+scan_p.defvmap(PER_LANE)           # runs user code: once per lane
 scan_p.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
 

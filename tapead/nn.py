@@ -13,7 +13,9 @@ import numpy as np
 
 from tapead._core import Box, bind, shape_of
 from tapead import patterns
+from tapead._prims import batching
 from tapead._prims.base import PER_DIRECTION, Primitive
+from tapead._prims.reductions import mean
 from tapead._core import tanh  # the C entry point (scalar fast path, no Python wrapper)
 
 __all__ = ["mse", "init_mlp", "mlp", "mlp_tape_nbytes"]
@@ -40,6 +42,17 @@ mse_p.defvjp(lambda g, ans, d: (2.0 / d.size) * g * d,
 mse_p.defjvp(lambda t, ans, pred, target: 2.0 * np.mean((pred - target) * t),
              lambda t, ans, pred, target: -2.0 * np.mean((pred - target) * t))
 mse_p.defbatched(PER_DIRECTION)
+
+
+def _mse_vmap(args, bdims):
+    """One mean of squares per lane (tapead operations: differentiable again)."""
+    rank = max(batching.lane_ndim(a, d) for a, d in zip(args, bdims))
+    p, t = [a if d is None else batching.padded(a, d, rank) for a, d in zip(args, bdims)]
+    d = p - t
+    return mean(d * d, axis=tuple(range(1, rank + 1))), 0
+
+
+mse_p.defvmap(_mse_vmap)
 mse_p.defsparsity(patterns.DENSE, reason="one number, the mean over every element of both")
 
 

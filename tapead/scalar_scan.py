@@ -21,7 +21,7 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box, Tape, Tracer
-from tapead._prims.base import Primitive
+from tapead._prims.base import PER_LANE, Primitive
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead._prims.shape import concatenate, getitem, reshape, stack
 from tapead.transforms import jvp, vjp
@@ -178,3 +178,4 @@ def _scan_scalar_jvp(k, t, ans, *vals, loop, m, T, q, reverse, f, plain, c_tree,
 
 
 scan_scalar_p.defjvp_any(_scan_scalar_jvp)
+scan_scalar_p.defvmap(PER_LANE)     # a scalar loop: once per lane

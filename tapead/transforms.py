@@ -266,7 +266,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fals
                 raise TypeError(
                     f"jvp: a {'complex' if _core.is_complex(p) else 'real'} primal needs a "
                     f"{'complex' if _core.is_complex(p) else 'real'} tangent, got dtype "
-                    f"{np.result_type(_core.concrete(t))}; make the tangent's dtype match")
+                    f"{np.result_type(_core.lanes_of(t))}; make the tangent's dtype match")
             if np.shape(p) != np.shape(t):
                 raise ShapeError(f"jvp: tangent of shape {np.shape(t)} for a primal of "
                                  f"shape {np.shape(p)}; they must match")
@@ -360,7 +360,7 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
         K = int(sum(sizes))
         seeds, off = {}, 0
         for x, nid, m in zip(flat_in, flat_ids, sizes):
-            eye = np.zeros((K, m), dtype=np.result_type(_core.concrete(x)))
+            eye = np.zeros((K, m), dtype=np.result_type(_core.lanes_of(x)))
             eye[off:off + m] = np.eye(m)
             seeds[nid] = eye.reshape((K,) + np.shape(x))
             off += m
@@ -374,12 +374,12 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             t = next(tans_iter) if i >= 0 else None
             oshape = np.shape(val)
             if t is None:
-                t = np.zeros((K,) + oshape, dtype=np.result_type(_core.concrete(val)))
+                t = np.zeros((K,) + oshape, dtype=np.result_type(_core.lanes_of(val)))
             if isinstance(t, Box):      # tangents traced by an outer transform
                 from tapead._prims.shape import moveaxis, reshape  # local: traced values only
             else:
                 moveaxis, reshape = np.moveaxis, np.reshape
-                t = np.asarray(t, dtype=np.result_type(_core.concrete(val)))
+                t = np.asarray(t, dtype=np.result_type(_core.lanes_of(val)))
             t = reshape(t, (K,) + oshape)
             blocks, off = [], 0
             for xin, m in zip(flat_in, sizes):
@@ -389,6 +389,7 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
         jac = tree_unflatten(out_tree, jac_leaves)
         return (jac, aux) if has_aux else jac
+    jac_f._tapead_jac = (f, argnums, has_aux, holomorphic, "jacfwd", jac_f)   # for ta.vmap
     return jac_f
 
 
@@ -448,7 +449,7 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
                     if oshape == ():
                         seed = 1.0 + 0j if holomorphic else 1.0
                     else:
-                        seed = np.zeros(oshape, dtype=np.result_type(_core.concrete(val)))
+                        seed = np.zeros(oshape, dtype=np.result_type(_core.lanes_of(val)))
                         seed.flat[j] = 1.0
                     adjs = tape.backward([x.idx], [seed], flat_ids)
                 else:
@@ -461,13 +462,14 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
                     from tapead._prims.shape import reshape, stack  # local: traced values only
                     blk = reshape(stack([r[k] for r in rows]), oshape + ishape)
                 else:
-                    dt = np.result_type(_core.concrete(xin))
+                    dt = np.result_type(_core.lanes_of(xin))
                     blk = (np.stack([np.asarray(r[k]) for r in rows]).reshape(oshape + ishape)
                            if rows else np.zeros(oshape + ishape, dtype=dt))
                 blocks.append(blk)
             jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
         jac = tree_unflatten(out_tree, jac_leaves)
         return (jac, aux) if has_aux else jac
+    jac_f._tapead_jac = (f, argnums, has_aux, holomorphic, "jacrev", jac_f)   # for ta.vmap
     return jac_f
 
 

@@ -1,14 +1,16 @@
 """``ta.vmap``: map a function over an axis of its arguments.
 
-``vmap(f)`` runs ``f`` on each lane of the mapped axis and stacks the lanes'
-outputs.  The lanes run one after another (one call of ``f`` per lane), so
-``vmap(f)`` equals the Python loop over the lanes for every eager program:
-Python ``if``/``while`` on values whose lanes disagree, data-dependent shapes
-inside ``f`` and concrete-value inspection all behave as in the loop.  The
-slicing of the inputs and the stacking of the outputs are tapead operations,
-so ``vmap`` composes with every transform in either order
-(``grad(vmap(f))``, ``vmap(grad(f))``, ``vmap(jacfwd(f))``,
-``vmap(hessian(f))``, ``vmap(vmap(f))``).
+``vmap(f)`` runs ``f`` once on all the lanes: the mapped arguments become
+``Batched`` boxes of a ``BatchTrace`` (the lanes stacked along one axis; one
+lane's shape), and every primitive applied to them runs once on the stacked
+lanes through its vmap rule (``tapead._prims.batching``).  A Python branch
+whose lanes disagree splits the batch (``BatchSplit``): the function runs
+again on each group of agreeing lanes, from an explicit work list, and the
+outputs are put back in lane order.  Code that reads one lane's value
+(``BatchConcreteRead``) makes the function run lane by lane.  Either way
+``vmap(f)`` equals the loop over the lanes.  ``vmap`` of ``jacfwd``/
+``jacrev``/``hessian`` (and of ``grad`` over boxes of outer transforms) is
+rewritten by ``tapead.vmap_transforms`` as the transform of a vmap.
 
 ``in_axes``/``out_axes`` follow JAX: an int, None, or a pytree prefix of the
 arguments/outputs whose leaves are ints (negative ones count from the end) or
@@ -26,11 +28,13 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box, shape_of
-from tapead._prims.shape import stack
+from tapead._prims import batching
+from tapead._prims.indexing import getitem
+from tapead._prims.shape import broadcast_to, concatenate, moveaxis, stack
 from tapead._tree import _node_children, tree_flatten, tree_unflatten
-from tapead.errors import ShapeError
+from tapead.errors import BatchConcreteRead, BatchSplit, ShapeError, VmapFallbackError
 
-__all__ = ["vmap"]
+__all__ = ["vmap", "vmap_stats"]
 
 
 def _is_axis_leaf(spec) -> bool:
@@ -147,6 +151,7 @@ class _Mapped:
         self.out_axes = out_axes
         self.axis_size = axis_size
         self.chunk_size = chunk_size
+        self._names = {}
         functools.update_wrapper(self, f, updated=())
 
     def __call__(self, *args, **kwargs):
@@ -165,7 +170,9 @@ class _Mapped:
                             "one entry per positional argument")
         else:
             in_axes = (in_axes,) * len(args)
-        names = _arg_names(f, len(args))
+        names = self._names.get(len(args))
+        if names is None:                  # inspect.signature costs more than a lane
+            names = self._names[len(args)] = _arg_names(f, len(args))
         specs, leaves, where = [], [], []
         for i, a in enumerate(args):
             ls = tree_flatten(a)[0]
@@ -214,38 +221,105 @@ class _Mapped:
         if chunk is not None and (not isinstance(chunk, (int, np.integer)) or chunk < 1):
             raise ValueError(f"vmap: chunk_size={chunk!r}; it must be a positive int or None")
 
-        # numpy leaves with the mapped axis first, so a lane is one index
-        front = [x if ax is None or isinstance(x, Box) else np.moveaxis(np.asarray(x), ax, 0)
-                 for x, ax in zip(leaves, axes)]
-
-        def call_lane(i):
-            lane = [x if ax is None else
-                    (_lane(x, ax, i) if i is not None else _lane_template(x, ax))
-                    for x, ax in zip(front, axes)]
-            pos = tree_unflatten(in_td, lane[:n_pos])
+        def call(inputs):
+            pos = tree_unflatten(in_td, inputs[:n_pos])
             if whole:        # unmapped arguments are passed as they are, not rebuilt
                 pos = tuple(args[j] if j in whole else a for j, a in enumerate(pos))
-            kw = tree_unflatten(kw_td, lane[n_pos:])
-            return f(*pos, **kw)
+            return f(*pos, **tree_unflatten(kw_td, inputs[n_pos:]))
 
+        rewrite = _rewrite_of(f) if n > 0 and not kwargs else None
+        if rewrite is not None:
+            out = self._rewritten(rewrite, f, args, in_axes, leaves, axes, in_td, n, chunk)
+            if out is not NotImplemented:
+                return out
         if n == 0:
-            with np.errstate(all="ignore"):
-                template = call_lane(None)
-            outs, out_td = tree_flatten(template)
-            return self._assemble([[o] for o in outs], out_td, template, empty=True)
-        lane_outs, out_td, first = None, None, None
-        for i in range(n):
-            out = call_lane(i)
-            outs, td = tree_flatten(out)
-            if lane_outs is None:
-                lane_outs, out_td, first = [[] for _ in outs], td, out
-            elif td != out_td:
-                raise ValueError(f"vmap: the function returned differently structured outputs "
-                                 f"in lane 0 ({out_td}) and lane {i} ({td}); every lane must "
-                                 "return the same pytree structure")
-            for col, o in zip(lane_outs, outs):
-                col.append(o)
-        return self._assemble(lane_outs, out_td, first, empty=False)
+            # the batched run on zero lanes gives the output shapes; where it
+            # cannot (a branch, a value read, numpy refusing an empty stack),
+            # f runs once on a stand-in lane of ones
+            try:
+                with np.errstate(all="ignore"):
+                    r = _run_batched(call, leaves, axes, None, 0)
+            except Exception:
+                r = ("failed",)
+            if r[0] == "done":
+                return self._join([(np.arange(0), r[1], r[2], r[3])], 0)
+            return self._zero_lanes(f, leaves, axes, in_td, n_pos, kw_td, whole, args)
+        groups = _run_groups(call, leaves, axes, n, chunk)
+        return self._join(groups, n)
+
+    def _rewritten(self, rewrite, f, args, in_axes, leaves, axes, in_td, n, chunk):
+        """vmap of a tagged transform (``grad``, ``jacfwd``...): the transform of
+        a vmap, whose output has the lanes in front; chunk by chunk."""
+        starts = [0] if chunk is None or chunk >= n else list(range(0, n, chunk))
+        parts = []
+        for s in starts:
+            if len(starts) == 1:
+                part_args = args
+            else:
+                idx = np.arange(s, min(s + chunk, n))
+                lanes = [x if ax is None else _take(x, idx, ax) for x, ax in zip(leaves, axes)]
+                part_args = tree_unflatten(in_td, lanes)
+                part_args = tuple(args[j] if in_axes[j] is None else a
+                                  for j, a in enumerate(part_args))
+            out = rewrite(f, part_args, in_axes, len(idx) if len(starts) > 1 else n)
+            if out is NotImplemented:
+                return out
+            parts.append(out)
+        outs, td = tree_flatten(parts[0])
+        if len(parts) > 1:
+            cols = [_concatenate([tree_flatten(p)[0][k] for p in parts]) for k in range(len(outs))]
+        else:
+            cols = outs
+        idx = np.arange(n)
+        return self._join([(idx, td, parts[0], [("lanes", c) for c in cols])], n)
+
+    def _zero_lanes(self, f, leaves, axes, in_td, n_pos, kw_td, whole, args):
+        """Zero lanes: ``f`` runs once on a stand-in lane of ones to learn the
+        output shapes."""
+        lane = [x if ax is None else _lane_template(_front(x, ax), 0)
+                for x, ax in zip(leaves, axes)]
+        pos = tree_unflatten(in_td, lane[:n_pos])
+        if whole:
+            pos = tuple(args[j] if j in whole else a for j, a in enumerate(pos))
+        with np.errstate(all="ignore"):
+            template = f(*pos, **tree_unflatten(kw_td, lane[n_pos:]))
+        outs, out_td = tree_flatten(template)
+        return self._assemble([[o] for o in outs], out_td, template, empty=True)
+
+    def _join(self, groups, n):
+        """The outputs of every group of lanes, in lane order, lane axes at
+        ``out_axes``."""
+        idx0, td0, first0, _ = groups[0]
+        for idx, td, _, _ in groups[1:]:
+            if td != td0:
+                raise ValueError(f"vmap: the function returned differently structured "
+                                 f"outputs for different lanes ({td0} and {td}); every lane "
+                                 "must return the same pytree structure")
+        out_axes = self.out_axes
+        if isinstance(out_axes, list) and not isinstance(first0, list):
+            out_axes = tuple(out_axes)
+        specs = _broadcast_prefix(out_axes, first0, "out_axes")
+        order = np.concatenate([g[0] for g in groups]) if len(groups) > 1 else None
+        if order is not None and np.array_equal(order, np.arange(n)):
+            order = None
+        results = []
+        for k, ax in enumerate(specs):
+            entries = [(g[0], g[3][k]) for g in groups]
+            kind0, v0 = entries[0][1]
+            if not _is_array_like(v0):
+                raise TypeError(f"vmap: output {k} of the function is {v0!r}, not an "
+                                "array; vmap stacks array outputs only")
+            if ax is None:
+                results.append(_shared_output(entries, k))
+                continue
+            ax = _check_axis(int(ax), _lane_rank(kind0, v0) + 1, f"output {k} (out_axes)")
+            cols = [v if kind == "lanes" else _broadcast_lanes(v, len(idx))
+                    for idx, (kind, v) in entries]
+            col = cols[0] if len(cols) == 1 else _concatenate(cols)
+            if order is not None:
+                col = _take(col, np.argsort(order, kind="stable"), 0)
+            results.append(_finish(_moveaxis(col, 0, ax)))
+        return tree_unflatten(td0, results)
 
     def _assemble(self, columns, out_td, first, empty):
         out_axes = self.out_axes
@@ -278,6 +352,220 @@ class _Mapped:
         return tree_unflatten(out_td, results)
 
 
+# ---------------------------------------------------------------------------
+# the engine: the function once on the stacked lanes, split where the lanes
+# disagree on a Python branch, once per lane where code reads one value
+# ---------------------------------------------------------------------------
+
+def _front(x, ax):
+    return x if isinstance(x, Box) else np.moveaxis(np.asarray(x), ax, 0)
+
+
+def _take(x, idx, ax):
+    if isinstance(x, Box):
+        return getitem(x, (slice(None),) * ax + (idx,))
+    return np.take(x, idx, axis=ax)
+
+
+def _moveaxis(x, src, dst):
+    if src == dst:
+        return x
+    return moveaxis(x, src, dst) if isinstance(x, Box) else np.moveaxis(x, src, dst)
+
+
+def _concatenate(cols):
+    if any(isinstance(c, Box) for c in cols):
+        return concatenate(cols, axis=0)
+    return np.concatenate([np.asarray(c) for c in cols], axis=0)
+
+
+def _broadcast_lanes(v, m):
+    shape = (m,) + tuple(shape_of(v))
+    if isinstance(v, Box):
+        return broadcast_to(v, shape)
+    return np.broadcast_to(np.asarray(v), shape)
+
+
+def _lane_rank(kind, v):
+    return len(shape_of(v)) - (kind == "lanes")
+
+
+def _finish(v):
+    """A result array the caller owns (never a view of a lane's input or a
+    broadcast)."""
+    if type(v) is np.ndarray and (v.base is not None or not v.flags.writeable):
+        return np.array(v)
+    return v
+
+
+def _lanes_equal(v) -> bool:
+    if isinstance(v, Box):
+        return False
+    v = np.asarray(v)
+    return all(np.array_equal(v[i], v[0], equal_nan=True) for i in range(1, v.shape[0]))
+
+
+def _shared_output(entries, k):
+    value = None
+    for idx, (kind, v) in entries:
+        if kind == "lanes":
+            if not _lanes_equal(v):
+                raise ValueError(
+                    f"vmap: out_axes is None for output {k}, but that output differs "
+                    "between lanes; give it an int out_axes to stack the lanes, or "
+                    "make it not depend on the mapped arguments")
+            v = v[0]
+        if value is None:
+            value = v
+        elif value is not v and (isinstance(v, Box) or isinstance(value, Box) or not
+                                 np.array_equal(np.asarray(v), np.asarray(value),
+                                                equal_nan=True)):
+            raise ValueError(
+                f"vmap: out_axes is None for output {k}, but that output differs "
+                "between lanes; give it an int out_axes to stack the lanes")
+    return value if isinstance(value, Box) else np.asarray(value)
+
+
+def _run_batched(call, leaves, axes, idx, n):
+    """``call`` once on the lanes ``idx`` (None: all ``n``), batched; returns
+    ("done", tree def, output, [(kind, value)]), ("split", lanes) or ("read", what)."""
+    m = n if idx is None else len(idx)
+    trace = _core.BatchTrace(m, batching.process)
+    try:
+        inputs = []
+        for x, ax in zip(leaves, axes):
+            if ax is None:
+                inputs.append(x)
+                continue
+            v = x if idx is None else _take(x, idx, ax)
+            inputs.append(trace.box(v if isinstance(v, Box) else np.asarray(v), ax))
+        try:
+            out = call(inputs)
+        except BatchSplit as e:
+            if e.trace is not trace:
+                raise
+            return ("split", np.asarray(e.lanes, dtype=bool))
+        except BatchConcreteRead as e:
+            if e.trace is not trace:
+                raise
+            return ("read", e.what)
+        outs, td = tree_flatten(out)
+        cols = []
+        for o in outs:
+            if type(o) is _core.Batched and o.btrace is trace:
+                cols.append(("lanes", batching.to_front(o.val, o.bdim)))
+            else:
+                cols.append(("shared", o))
+        return ("done", td, out, cols)
+    finally:
+        trace.active = False
+
+
+def _run_lanes(call, leaves, axes, idx):
+    """``call`` once per lane of ``idx``: the outputs stacked (lane axis 0)."""
+    columns, td0, first = None, None, None
+    for i in idx:
+        lane = [x if ax is None else _lane(_front(x, ax) if not isinstance(x, Box) else x,
+                                           0 if not isinstance(x, Box) else ax, int(i))
+                for x, ax in zip(leaves, axes)]
+        out = call(lane)
+        outs, td = tree_flatten(out)
+        if columns is None:
+            columns, td0, first = [[] for _ in outs], td, out
+        elif td != td0:
+            raise ValueError(f"vmap: the function returned differently structured outputs "
+                             f"in lane {int(idx[0])} ({td0}) and lane {int(i)} ({td}); every "
+                             "lane must return the same pytree structure")
+        for col, o in zip(columns, outs):
+            col.append(o)
+    cols = []
+    for col in columns:
+        if not all(_is_array_like(v) for v in col):
+            cols.append(("shared", next(v for v in col if not _is_array_like(v))))
+        elif len(col) > 1 and all(v is col[0] for v in col):
+            cols.append(("shared", col[0]))
+        else:
+            cols.append(("lanes", _stack(col, 0)))
+    return td0, first, cols
+
+
+def _run_groups(call, leaves, axes, n, chunk):
+    """Every lane's outputs as groups (lane indices, tree def, one output,
+    columns), from an explicit work list: a group whose lanes disagree on a
+    branch is split in two by the predicate; one whose code reads a value
+    runs lane by lane."""
+    if chunk is None or chunk >= n:
+        work = [None]
+    else:
+        work = [np.arange(s, min(s + chunk, n)) for s in range(0, n, chunk)][::-1]
+    done = []
+    while work:
+        idx = work.pop()
+        r = _run_batched(call, leaves, axes, idx, n)
+        lanes_idx = np.arange(n) if idx is None else idx
+        if r[0] == "done":
+            done.append((lanes_idx, r[1], r[2], r[3]))
+        elif r[0] == "split":
+            batching.STATS["splits"] += 1
+            work.append(lanes_idx[~r[1]])
+            work.append(lanes_idx[r[1]])
+        else:
+            if batching.strict():
+                raise VmapFallbackError(
+                    f"vmap would run the function once per lane ({r[1]} read one lane's "
+                    "value) and TAPEAD_STRICT_VMAP is set; compute with tapead operations "
+                    "instead of reading values, or unset TAPEAD_STRICT_VMAP")
+            batching.STATS["per_lane_runs"] += 1
+            td, first, cols = _run_lanes(call, leaves, axes, lanes_idx)
+            done.append((lanes_idx, td, first, cols))
+    return done
+
+
+#: kind -> rewrite(f, args, in_axes, n) of a tagged transform under vmap,
+#: registered by tapead.vmap_transforms (a higher layer: it knows grad and
+#: jacfwd); returns the output with the lanes in front, or NotImplemented
+REWRITES: dict = {}
+
+
+def _rewrite_of(f):
+    """The rewrite of ``f`` when ``f`` is the function a transform returned (its
+    tag names it: functools.wraps copies the tag of a function it wraps)."""
+    for name in ("_tapead_jac", "_tapead_grad"):
+        tag = getattr(f, name, None)
+        if tag is not None and tag[5] is f:
+            return REWRITES.get(tag[4])
+    return None
+
+
+def vmap_stats(reset: bool = False) -> dict:
+    """What ``vmap`` did since the last reset, as a dict of counts.
+
+    ``splits``: how many times a batch was split in two because its lanes
+    disagreed on a Python branch; ``per_lane_calls``: primitive calls that
+    ran once per lane (no vmap rule); ``per_lane_runs``: how many times the
+    whole function ran lane by lane because code read one lane's value.
+
+    Parameters
+    ----------
+    reset : bool
+        Set the counts back to zero (after reading them).
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> _ = ta.vmap_stats(reset=True)
+    >>> f = lambda x: x * 2.0 if x > 0 else -x
+    >>> ta.vmap(f)(np.array([1.0, -2.0, 3.0]))
+    array([2., 2., 6.])
+    >>> ta.vmap_stats()["splits"]
+    1
+    """
+    out = dict(batching.STATS)
+    if reset:
+        batching.reset_stats()
+    return out
+
+
 def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[int] = None,
          chunk_size: Optional[int] = None) -> Callable:
     """Map ``f`` over an axis of its arguments: ``vmap(f)(x)[i] == f(x[i])``.
@@ -299,8 +587,8 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[i
     axis_size : int, optional
         The number of lanes; needed when no argument is mapped.
     chunk_size : int, optional
-        Accepted for compatibility with chunked mapping; lanes run one at a
-        time, so the peak memory is already one lane's working set.
+        Run this many lanes at a time and concatenate the outputs (less
+        working memory, same numbers).
 
     Returns
     -------
@@ -312,10 +600,18 @@ def vmap(f: Callable, in_axes: Any = 0, out_axes: Any = 0, axis_size: Optional[i
 
     Notes
     -----
-    ``f`` runs once per lane, so Python control flow whose lanes disagree
-    (``if x > 0`` on a mapped ``x``) gives exactly what the loop over the
-    lanes gives.  With zero lanes ``f`` runs once on a stand-in lane of ones
-    to learn the output shapes.
+    ``f`` runs once, on the stacked lanes: inside it a mapped argument is a
+    batched value whose ``shape`` is one lane's, and each tapead operation
+    runs once for all the lanes.  A Python ``if``/``while`` on a batched
+    value whose lanes disagree splits the batch and runs ``f`` on each group
+    (``vmap_stats()["splits"]`` counts them), so the result is exactly that
+    of the loop over the lanes.  Code that reads one lane's value
+    (``float(x)``, an index, a value-dependent decision inside a tapead
+    function) makes ``f`` run lane by lane; a primitive without a vmap rule
+    runs once per lane with a one-time warning.  ``TAPEAD_STRICT_VMAP=1``
+    turns both fallbacks into ``VmapFallbackError``.  With zero lanes the
+    output shapes come from a batched run on the empty stack (or one run on
+    a stand-in lane of ones).
 
     Examples
     --------

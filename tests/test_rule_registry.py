@@ -1,5 +1,5 @@
-"""One home per primitive: every primitive declares its batching and sparsity
-rules, and the propagated sparsity patterns are exact where they can be.
+"""One home per primitive: every primitive declares its batching, vmap and
+sparsity rules, and the propagated sparsity patterns are exact where they can be.
 
 * every ``Primitive`` reachable from tapead's modules (``_prims`` families,
   nn, the Scaly lowering, the loop and custom-rule primitives) declares a
@@ -21,7 +21,7 @@ import tapead as ta
 import tapead.numpy as tnp
 from tapead import patterns
 from tapead._prims import base
-from tapead._prims.base import BROADCAST, PER_DIRECTION, Primitive
+from tapead._prims.base import BROADCAST, PER_DIRECTION, PER_LANE, VMAP_ELEMENTWISE, Primitive
 from tapead.boxing import record_call as _record
 
 from opspecs import F64, SPECS, cases, case_id
@@ -112,6 +112,27 @@ def test_every_primitive_declares_its_rules(prim):
         assert prim.jvp_batched is prim.batching
 
 
+#: the graph API's primitives (tapead/scaly, which another change owns) that
+#: still take vmap's undeclared per-lane fallback; the line under each:
+#:     prim.defvmap(PER_LANE)
+#: Once it is there, this test fails until the name is removed here.
+VMAP_PENDING = {"scaly_print", "scaly_loop_pick", "scaly_ne", "scaly_eq", "scaly_ge",
+                "scaly_gt", "scaly_le", "scaly_lt", "scaly_pack"}
+
+
+@pytest.mark.parametrize("prim", PRIMS, ids=lambda p: p.name)
+def test_every_primitive_declares_its_vmap_rule(prim):
+    if prim.name in VMAP_PENDING:
+        assert prim.vmap_rule is None, (
+            f"{prim.name} now declares its vmap rule: remove it from VMAP_PENDING")
+        return
+    assert prim.vmap_rule is not None, (
+        f"primitive {prim.name!r} has no vmap rule: register one right under its definition "
+        "with prim.defvmap(rule), or declare prim.defvmap(PER_LANE)")
+    if prim.vmap_rule is VMAP_ELEMENTWISE:
+        assert prim.elementwise
+
+
 def test_declarations_refuse_bad_input():
     p = Primitive("p", np.sin)
     with pytest.raises(TypeError, match="reason"):
@@ -127,6 +148,13 @@ def test_declarations_refuse_bad_input():
     assert p.sparsity is patterns.DENSE and p.jvp_batched is None
     base.defzero(p)
     assert p.sparsity is patterns.ZERO and p.jvp_batched is base._no_tangent
+    with pytest.raises(TypeError, match="PER_LANE"):
+        p.defvmap(None)
+    with pytest.raises(TypeError, match="PER_LANE"):
+        p.defvmap("per lane")
+    with pytest.raises(TypeError, match="elementwise"):
+        p.defvmap(VMAP_ELEMENTWISE)
+    assert p.defvmap(PER_LANE).vmap_rule is PER_LANE
 
 
 # ---------------------------------------------------------------------------

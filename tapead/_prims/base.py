@@ -10,6 +10,10 @@ declares a batching and a sparsity rule, or says explicitly that it has none
 (``PER_DIRECTION``, ``patterns.DENSE`` with a reason); the family helpers
 (``defelementwise``, ``defzero``) declare both for a whole family;
 structural primitives pair their batched rule with ``patterns.MOVE``.
+
+``defvmap`` registers the primitive's ``vmap`` rule (how it runs once on
+stacked lanes, see ``tapead._prims.batching``), or declares ``PER_LANE``:
+vmap then runs it once per lane.
 """
 from __future__ import annotations
 
@@ -40,6 +44,12 @@ PER_DIRECTION = _Declared("PER_DIRECTION", "batched JVP = the JVP once per direc
 #: declared batching of elementwise primitives: their JVP rules broadcast over
 #: the leading direction axis (``Primitive.jvp_many``)
 BROADCAST = _Declared("BROADCAST", "elementwise: the JVP broadcast over the directions")
+#: declared vmap fallback: the primitive runs once per lane (correct, n calls)
+PER_LANE = _Declared("PER_LANE", "vmap runs the primitive once per lane")
+#: declared vmap rule of elementwise primitives: the lanes stacked in front,
+#: every operand padded to the output's rank, one call
+VMAP_ELEMENTWISE = _Declared("VMAP_ELEMENTWISE",
+                             "vmap: lanes in front, operands padded to one rank")
 
 
 def _no_tangent(tans, ans, vals, params, K):
@@ -91,6 +101,9 @@ class Primitive(_core.PrimitiveBase):
         #: the dense fallback when it is
         self.sparsity = None
         self.sparsity_reason = None
+        #: the vmap rule ``rule(args, bdims, **params) -> (out, out_bdim)``,
+        #: ``PER_LANE`` or ``VMAP_ELEMENTWISE`` (None: undeclared, per lane with a warning)
+        self.vmap_rule = None
 
     # -- registration ----------------------------------------------------
     def defvjp(self, *rules: Optional[Callable]) -> "Primitive":
@@ -129,6 +142,22 @@ class Primitive(_core.PrimitiveBase):
         self.jvp_batched = None if isinstance(rule, _Declared) else rule
         return self
 
+    def defvmap(self, rule) -> "Primitive":
+        """The vmap rule ``rule(args, bdims, **params) -> (out, out_bdim)``: ``args``
+        hold the stacked lanes of the batched arguments (``bdims[k]`` is the
+        lane axis of argument k, None for an argument every lane shares), the
+        rule applies the primitive once to all lanes with tapead operations
+        (so outer transforms record it) and says where the lane axis of its
+        output is (None: the same for every lane).  ``PER_LANE`` declares that
+        vmap runs the primitive once per lane."""
+        if rule is None or not (callable(rule) or rule in (PER_LANE, VMAP_ELEMENTWISE)):
+            raise TypeError(f"{self.name}.defvmap({rule!r}): pass a rule or PER_LANE")
+        if rule is VMAP_ELEMENTWISE and not self.elementwise:
+            raise TypeError(f"{self.name}.defvmap(VMAP_ELEMENTWISE): only elementwise "
+                            "primitives batch by padding their operands")
+        self.vmap_rule = rule
+        return self
+
     def defsparsity(self, rule: Callable, reason: Optional[str] = None) -> "Primitive":
         """The sparsity rule ``rule(rec, pats, shapes, out_shape, N) -> pattern``
         (see :mod:`tapead.patterns`): valid at every point, since a pattern is
@@ -152,7 +181,7 @@ class Primitive(_core.PrimitiveBase):
             for j in range(len(args)):
                 if j != k and j not in self.static_args:
                     args[j] = np.zeros(np.shape(args[j]),
-                                       dtype=np.result_type(_core.concrete(args[j])))
+                                       dtype=np.result_type(_core.lanes_of(args[j])))
             args[k] = t
             out = self.impl(*args, **params) if not any(
                 isinstance(a, _core.Box) for a in args) else _core.bind(self, *args, **params)
@@ -181,7 +210,7 @@ class Primitive(_core.PrimitiveBase):
                 tans[j] = x.tangent
             elif j not in self.static_args:
                 tans[j] = np.zeros(np.shape(vals[j]),
-                                   dtype=np.result_type(_core.concrete(vals[j])))
+                                   dtype=np.result_type(_core.lanes_of(vals[j])))
         if any(isinstance(a, _core.Box) for a in tans):
             return _core.bind(self, *tans, **params)
         return self.impl(*tans, **params)
@@ -219,7 +248,7 @@ class Primitive(_core.PrimitiveBase):
             rows.append(acc)
         if all(r is None for r in rows):
             return None
-        dtype = np.result_type(_core.concrete(ans))
+        dtype = np.result_type(_core.lanes_of(ans))
         if any(isinstance(r, _core.Box) for r in rows):   # traced by an outer transform
             zero = np.zeros(np.shape(ans), dtype=dtype)  # np.stack/np.broadcast_to of
             return np.stack([zero if r is None else      # boxes: tapead's, by NEP 18
@@ -240,6 +269,7 @@ def defelementwise(prim: Primitive, args=None) -> Primitive:
     """Elementwise family: the JVP broadcasts over directions; output element e
     depends on element e of every operand (of ``args`` only, when given)."""
     prim.defbatched(BROADCAST)
+    prim.defvmap(VMAP_ELEMENTWISE)
     return prim.defsparsity(patterns.ELEMENTWISE if args is None
                             else patterns.elementwise_in(*args))
 
@@ -248,5 +278,7 @@ def defzero(prim: Primitive) -> Primitive:
     """Zero-derivative family (floor, sign, stop_gradient...): no tangent in any
     direction, empty pattern."""
     prim.defbatched(_no_tangent)
+    if prim.elementwise:
+        prim.defvmap(VMAP_ELEMENTWISE)
     return prim.defsparsity(patterns.ZERO)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Box, concrete
+from tapead._core import Box, concrete, lanes_of
 from tapead._prims.elementwise import astype
 from tapead._prims.shape import reshape, stack
 
@@ -69,14 +69,14 @@ def _build(obj, dtype):
         raise ValueError(f"tnp.array: the entries have different shapes {sorted(shapes)}; "
                          "numpy needs equal shapes to build an array")
     inner = shapes.pop()
-    kind = np.result_type(*[np.asarray(concrete(x)).dtype for x in leaves]) if leaves \
+    kind = np.result_type(*[np.result_type(lanes_of(x)) for x in leaves]) if leaves \
         else np.dtype(np.float64)
     if dtype is None and kind.kind in "biu":
         kind = np.dtype(np.float64) if any(isinstance(x, Box) for x in leaves) else kind
     target = np.dtype(dtype) if dtype is not None else kind
     leaves = [x if isinstance(x, Box) else np.asarray(x, dtype=target) for x in leaves]
     out = reshape(stack(leaves), outer + inner)
-    if np.result_type(concrete(out)) != target:
+    if np.result_type(lanes_of(out)) != target:
         out = astype(out, target)
     return out
 
@@ -108,7 +108,7 @@ def asarray(a, dtype=None, **kwargs):
     """``np.asarray`` that also builds traced arrays (see :func:`array`); a
     tracer is returned as it is."""
     if isinstance(a, Box):
-        return a if dtype is None or np.result_type(concrete(a)) == np.dtype(dtype) \
+        return a if dtype is None or np.result_type(lanes_of(a)) == np.dtype(dtype) \
             else astype(a, dtype)
     if _contains_box(a):
         return _build(a, dtype)

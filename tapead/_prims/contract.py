@@ -23,8 +23,9 @@ import string
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete, is_complex
+from tapead._core import Box, bind, concrete, is_complex, lanes_of
 from tapead import patterns
+from tapead._prims import batching
 from tapead._prims.base import Primitive
 from tapead.errors import ShapeError
 from tapead._prims.elementwise import real
@@ -39,7 +40,7 @@ def _any_box(xs) -> bool:
 
 def _dtype_of(*xs) -> np.dtype:
     """The floating dtype of the array values among ``xs`` (Python floats are weak)."""
-    dts = [np.result_type(concrete(x)) for x in xs
+    dts = [np.result_type(lanes_of(x)) for x in xs
            if x is not None and not isinstance(x, (float, int))]
     dt = np.result_type(*dts) if dts else np.dtype(np.float64)
     return dt if np.issubdtype(dt, np.floating) else np.dtype(np.float64)
@@ -228,8 +229,28 @@ def contraction(name, impl, unary=False):
     prim.defjvp_any(_jvp)
     prim.defbatched(_jvp_batched)
     prim.defsparsity(patterns.CONTRACTION)
+    prim.defvmap(_contraction_vmap)
     prim.complex_ok = True        # multilinear, no conjugates: JAX's convention holds
     return prim
+
+
+def _contraction_vmap(args, bdims, subscripts, optimize=False, **params):
+    """vmap of a contraction: one einsum with a fresh label for the lanes,
+    in front of every batched operand and of the output."""
+    ins, out = subscripts.split("->")
+    terms = ins.split(",")
+    lane = next(_fresh(set(subscripts)))
+    new_terms, ops = [], []
+    for t, a, d in zip(terms, args, bdims):
+        if d is None:
+            new_terms.append(t)
+            ops.append(a)
+        else:
+            new_terms.append(lane + t)
+            ops.append(batching.to_front(a, d))
+    prim = einsum1_p if len(ops) == 1 else einsum_p
+    return bind(prim, *ops, subscripts=",".join(new_terms) + "->" + lane + out,
+                optimize=optimize), 0
 
 
 # ---------------------------------------------------------------------------

@@ -13,10 +13,11 @@ import numpy as np
 import scipy.special as sps
 
 from tapead import _core
-from tapead._core import Box, concrete, is_complex
+from tapead._core import Box, concrete, is_complex, lanes_of
 from tapead._core import apply_binary as binary, apply_unary as unary
 from tapead import patterns
-from tapead._prims.base import BROADCAST, Primitive, defelementwise, defzero
+from tapead._prims import batching
+from tapead._prims.base import BROADCAST, VMAP_ELEMENTWISE, Primitive, defelementwise, defzero
 from tapead._prims.structural import unbroadcast
 from tapead.errors import NonDifferentiableError
 
@@ -43,7 +44,7 @@ def _is_ones_like(g, v) -> bool:
         return False                     # the common case, decided by type and strides
     if not (type(v) is np.ndarray or isinstance(v, Box)):
         return False
-    return (g.shape == np.shape(v) and g.dtype == np.result_type(concrete(v))
+    return (g.shape == np.shape(v) and g.dtype == np.result_type(lanes_of(v))
             and g.flat[0] == 1)
 
 
@@ -96,9 +97,16 @@ def _sigmoid_np(x):
     return sps.expit(x)
 
 
+def _mask_of(fn, like, *xs):
+    """``_mask`` of ``fn`` of the values of ``xs`` (batched under vmap)."""
+    dt = np.result_type(lanes_of(like))
+    dt = dt if np.issubdtype(dt, np.floating) else np.float64
+    return batching.elementwise_values(lambda *v: np.asarray(fn(*v), dtype=dt), *xs)
+
+
 def _mask(cond, like):
     """A constant 0/1 mask from a condition on concrete values, in like's dtype."""
-    dt = np.result_type(concrete(like))
+    dt = np.result_type(lanes_of(like))
     return np.asarray(cond, dtype=dt if np.issubdtype(dt, np.floating) else np.float64)
 
 
@@ -139,10 +147,12 @@ LN10 = float(np.log(10.0))
 
 negative = _unary("neg", np.negative, lambda x, a: -1.0, saves=(), ufunc=np.negative)
 positive = _unary("pos", np.positive, lambda x, a: 1.0, saves=(), ufunc=np.positive)
-absolute = _unary("abs", np.abs, lambda x, a: np.sign(concrete(x)), ufunc=np.absolute)
+absolute = _unary("abs", np.abs, lambda x, a: batching.elementwise_values(np.sign, x),
+                  ufunc=np.absolute)
 sign = _unary("sign", np.sign, lambda x, a: 0.0 * a, saves=(), ufunc=np.sign)
 sign.prim.defsparsity(patterns.ZERO)         # piecewise constant: no dependence
-relu = _unary("relu", lambda x: np.maximum(x, 0), lambda x, a: _mask(concrete(x) > 0, x))
+relu = _unary("relu", lambda x: np.maximum(x, 0),
+               lambda x, a: _mask_of(lambda v: v > 0, x, x))
 sin = _unary("sin", np.sin, lambda x, a: _cos_given_sin(x, a), ufunc=np.sin)
 cos = _unary("cos", np.cos, lambda x, a: -_sin_given_cos(x, a), ufunc=np.cos)
 tan = _unary("tan", np.tan, lambda x, a: 1.0 + a * a, saves=(), ufunc=np.tan)
@@ -184,7 +194,7 @@ cos_given_sin_p.complex_ok = sin_given_cos_p.complex_ok = True
 # cotangent of z is g conj(z) / |z| (0 at z = 0, as JAX)
 def _abs_slope(x, ans):
     if not is_complex(x):
-        return np.sign(concrete(x))
+        return batching.elementwise_values(np.sign, x)
     zero = concrete(ans) == 0
     if np.any(zero):
         return where(zero, 0.0, conjugate(x) / where(zero, 1.0, ans))
@@ -279,13 +289,11 @@ def _pow_dy(x, y, ans):
 
 
 def _max_dx(x, y, ans):
-    xc, yc = concrete(x), concrete(y)
-    return _mask(xc > yc, ans) + 0.5 * _mask(xc == yc, ans)
+    return _mask_of(lambda xc, yc: (xc > yc) + 0.5 * (xc == yc), ans, x, y)
 
 
 def _min_dx(x, y, ans):
-    xc, yc = concrete(x), concrete(y)
-    return _mask(xc < yc, ans) + 0.5 * _mask(xc == yc, ans)
+    return _mask_of(lambda xc, yc: (xc < yc) + 0.5 * (xc == yc), ans, x, y)
 
 
 add = _binary("add", np.add, lambda x, y, a: 1.0, lambda x, y, a: 1.0, saves=(), ufunc=np.add)
@@ -346,6 +354,7 @@ where_p.defjvp(None,
                lambda t, ans, c, x, y: where(c, t, 0.0),
                lambda t, ans, c, x, y: where(c, 0.0, t))
 where_p.defbatched(BROADCAST)
+where_p.defvmap(VMAP_ELEMENTWISE)
 where_p.defsparsity(patterns.WHERE)          # x's element where c holds, y's elsewhere
 
 
@@ -499,6 +508,7 @@ stop_gradient_p.defvjp(lambda g, ans, x: None)
 stop_gradient_p.defjvp(lambda t, ans, x: None)
 stop_gradient_p.complex_ok = True
 defzero(stop_gradient_p)
+stop_gradient_p.defvmap(lambda args, bdims: (stop_gradient(args[0]), bdims[0]))
 
 
 def stop_gradient(x):
@@ -541,7 +551,7 @@ def _astype_vjp(g, ans, x, dtype):
         return None
     if is_complex(g) and not is_complex(x):      # undo the promotion to complex
         g = real(g)
-    return astype(g, np.result_type(concrete(x)))
+    return astype(g, np.result_type(lanes_of(x)))
 
 
 def _astype_jvp(t, ans, x, dtype):
@@ -554,6 +564,7 @@ astype_p.defvjp(_astype_vjp)
 astype_p.defjvp(_astype_jvp)
 astype_p.complex_ok = True
 astype_p.defbatched(BROADCAST)
+astype_p.defvmap(VMAP_ELEMENTWISE)
 astype_p.defsparsity(patterns.astype_rule)   # none to integer/bool dtypes
 
 
@@ -561,7 +572,7 @@ def astype(x, dtype, copy=True, *, device=None):
     """``x.astype(dtype)`` with derivatives (none to integer or bool dtypes)."""
     dtype = np.dtype(dtype)
     if isinstance(x, Box):
-        if np.result_type(concrete(x)) == dtype and not copy:
+        if np.result_type(_core.lanes_of(x)) == dtype and not copy:
             return x
         if is_complex(x) and dtype.kind != "c":
             raise NonDifferentiableError(

@@ -25,6 +25,7 @@ import numpy as np
 from tapead import patterns
 from tapead._core import Box, bind, is_complex
 from tapead._prims.base import Primitive
+from tapead._prims import batching
 from tapead._prims.elementwise import conjugate, unbroadcast
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "fftn", "ifftn", "rfft2",
@@ -50,6 +51,7 @@ fft_p.defvjp(lambda g, ans, x, axes, inverse, norm:
 fft_p.defbatched(lambda tans, ans, vals, params, K: bind(
     fft_p, tans[0], axes=tuple(a + 1 for a in params["axes"]), inverse=params["inverse"],
     norm=params["norm"]))
+fft_p.defvmap(batching.axis_rule(fft_p, "axes"))
 fft_p.defsparsity(patterns.DENSE, reason=_DENSE_REASON)
 fft_p.complex_ok = True      # C-linear: the transpose, no conjugate (JAX's convention)
 
@@ -70,8 +72,8 @@ def _resize(x, axis, n):
 
 
 def _dtype_of(x):
-    from tapead._core import concrete  # local: only this path needs it
-    return np.result_type(concrete(x))
+    from tapead._core import lanes_of  # local: only this path needs it
+    return np.result_type(lanes_of(x))
 
 
 def _rfft_vjp(g, ans, x, axis, norm):
@@ -85,6 +87,7 @@ rfft_p = Primitive("rfft", lambda x, axis, norm: np.fft.rfft(x, axis=axis, norm=
 rfft_p.defvjp(_rfft_vjp)
 rfft_p.defbatched(lambda tans, ans, vals, params, K: bind(
     rfft_p, tans[0], axis=params["axis"] + 1, norm=params["norm"]))
+rfft_p.defvmap(batching.axis_rule(rfft_p))
 rfft_p.defsparsity(patterns.DENSE, reason=_DENSE_REASON)
 rfft_p.complex_ok = True     # takes real values only (the wrapper refuses complex ones)
 
@@ -105,6 +108,7 @@ irfft_p = Primitive("irfft", lambda x, axis, n, norm: np.fft.irfft(x, n=n, axis=
 irfft_p.defvjp(_irfft_vjp)
 irfft_p.defbatched(lambda tans, ans, vals, params, K: bind(
     irfft_p, tans[0], axis=params["axis"] + 1, n=params["n"], norm=params["norm"]))
+irfft_p.defvmap(batching.axis_rule(irfft_p))
 irfft_p.defsparsity(patterns.DENSE, reason=_DENSE_REASON)
 irfft_p.complex_ok = True    # R-linear; its transpose conjugates, as JAX's
 

@@ -29,11 +29,12 @@ from tapead import _core
 from tapead._core import Box, Scatter, bind
 from tapead import patterns
 from tapead._prims.base import Primitive
+from tapead._prims import batching
 from tapead._prims.structural import broadcast_to, concatenate, reshape, stack, unbroadcast
 
 
 def _dtype(x):
-    return np.result_type(_core.concrete(x))
+    return np.result_type(_core.lanes_of(x))
 
 
 # index keys ----------------------------------------------------------------------
@@ -154,6 +155,21 @@ def _batched_getitem(t, idx):
 
 getitem_p.defbatched(lambda tans, ans, vals, params, K: _batched_getitem(
     tans[0], params["idx"]))
+
+
+def _getitem_vmap(args, bdims, idx):
+    """Lanes in front behind basic indices; else lanes last, where advanced
+    indices (which numpy may move to the front) never reach them."""
+    x, d = args[0], bdims[0]
+    lead = _after_k(idx)
+    if lead is not None:
+        return getitem(batching.to_front(x, d), lead), 0
+    nd = _core.ndim_of(x) - 1
+    out = getitem(batching.to_back(x, d), _expand_ellipsis(idx, nd))
+    return out, _core.ndim_of(out) - 1
+
+
+getitem_p.defvmap(_getitem_vmap)
 getitem_p.defsparsity(patterns.MOVE)
 
 
@@ -198,6 +214,9 @@ def _index_add_batched(tans, ans, vals, params, K):
 index_add_p = Primitive("index_add_zeros", _index_add_impl, saves=(), linear=True)
 index_add_p.defvjp(lambda g, ans, u, idx, shape, dtype: getitem(g, idx))
 index_add_p.defbatched(_index_add_batched)
+index_add_p.defvmap(lambda args, bdims, idx, shape, dtype: (bind(
+    index_add_p, batching.to_back(args[0], bdims[0]), idx=_expand_ellipsis(idx, len(shape)),
+    shape=tuple(shape) + (_core.shape_of(args[0])[bdims[0]],), dtype=dtype), len(shape)))
 index_add_p.defsparsity(patterns.INDEX_ADD_ZEROS)
 index_add_p.complex_ok = True      # linear: the same rule holds for complex values
 
@@ -287,6 +306,23 @@ def _update_batched(tans, ans, vals, params, K):
 index_update_p = Primitive("index_update", _update_impl, saves=(), linear=True)
 index_update_p.defvjp(_update_vjp_x, _update_vjp_v)
 index_update_p.defbatched(_update_batched)
+
+
+def _update_vmap(args, bdims, idx, mode):
+    """Lanes last (see getitem's rule); a shared ``v`` gets a size-1 lane axis."""
+    (x, v), (dx, dv) = args, bdims
+    n = batching.n_lanes(args, bdims)
+    x = batching.with_lanes(x, n) if dx is None else x
+    nd = _core.ndim_of(x) - 1
+    x = batching.to_back(x, 0 if dx is None else dx)
+    if dv is None:
+        v = batching.reshape(v, _core.shape_of(v) + (1,))
+    else:
+        v = batching.to_back(v, dv)
+    return bind(index_update_p, x, v, idx=_expand_ellipsis(idx, nd), mode=mode), nd
+
+
+index_update_p.defvmap(_update_vmap)
 index_update_p.defsparsity(patterns.INDEX_UPDATE)     # "set" moves, "add" unions
 
 
@@ -385,6 +421,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 copy_p = Primitive("copy", lambda x: np.array(x, copy=True), saves=(), linear=True)
 copy_p.defvjp(lambda g, ans, x: g)
 copy_p.defbatched(lambda tans, ans, vals, params, K: tans[0])
+copy_p.defvmap(lambda args, bdims: (bind(copy_p, args[0]), bdims[0]))
 copy_p.defsparsity(patterns.MOVE)
 copy_p.complex_ok = True      # linear: the same rule holds for complex values
 

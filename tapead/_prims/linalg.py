@@ -15,7 +15,8 @@ import numpy as np
 
 from tapead import _core, patterns
 from tapead._core import Box, bind, concrete, ndim_of
-from tapead._prims.base import Primitive
+from tapead._prims import batching
+from tapead._prims.base import PER_LANE, Primitive
 from tapead._prims.contract import _dtype_of, dot_nd, einsum
 from tapead.errors import ShapeError
 from tapead._prims.elementwise import unbroadcast
@@ -126,6 +127,37 @@ matmul_p = Primitive("matmul", np.matmul)
 matmul_p.defvjp(_matmul_vjp_a, _matmul_vjp_b)
 matmul_p.defjvp(lambda t, ans, a, b: matmul(t, b), lambda t, ans, a, b: matmul(a, t))
 matmul_p.defbatched(_matmul_batched)   # one matmul per argument for K directions
+
+
+def _matmul_vmap(args, bdims):
+    """Lanes in front; a batched vector lane becomes a one-row (a) or
+    one-column (b) matrix, squeezed again after; batch axes padded so that
+    numpy broadcasts shared operands against every lane."""
+    (a, b), (da, db) = args, bdims
+    na, nb = batching.lane_ndim(a, da), batching.lane_ndim(b, db)
+    top = max(na, nb, 2) - 2
+    drop = []
+    if da is not None:
+        a = batching.to_front(a, da)
+        if na == 1:                  # its row axis is the output's -2 (-1 by a vector b)
+            a = batching.reshape(a, _core.shape_of(a)[:1] + (1,) + _core.shape_of(a)[1:])
+            drop.append(-2 if db is not None or nb >= 2 else -1)
+        a = batching.padded(a, 0, top + 2)
+    if db is not None:
+        b = batching.to_front(b, db)
+        if nb == 1:
+            b = batching.reshape(b, _core.shape_of(b) + (1,))
+            drop.append(-1)
+        b = batching.padded(b, 0, top + 2)
+    out = matmul(a, b)
+    if drop:
+        shape = _core.shape_of(out)
+        gone = {len(shape) + k for k in drop}
+        out = reshape(out, tuple(s for i, s in enumerate(shape) if i not in gone))
+    return out, 0
+
+
+matmul_p.defvmap(_matmul_vmap)
 matmul_p.defsparsity(patterns.MATMUL)
 matmul_p.fast_vjp = _core.FAST_VJP["matmul"]      # the sweep's C shortcut for plain 2-d
 matmul_p.complex_ok = True    # bilinear: transposes, no conjugates (JAX's convention)
@@ -269,6 +301,7 @@ solve_p.defvjp(lambda g, ans, a, b: _unbroadcast(a, -matmul(solve(_mT(a), g), _m
 solve_p.defjvp(lambda t, ans, a, b: -solve(a, matmul(t, ans)),        # dx = -A^-1 dA x
                lambda t, ans, a, b: solve(a, t))
 _batched_jvps(solve_p, align=True)       # one stacked solve for K directions
+solve_p.defvmap(batching.leading_rule(solve_p, (2, 2)))
 solve_p.defsparsity(patterns.DENSE, reason="x = A^-1 b: every entry of x depends on every "
                     "entry of A and b")
 
@@ -327,6 +360,7 @@ inv_p.defjvp(lambda t, ans, a: -matmul(ans, matmul(t, ans)))
 inv_p.defvjp(lambda g, ans, a: -matmul(_mT(ans), matmul(g, _mT(ans))))
 inv_p.defbatched(lambda tans, ans, vals, params, K: -matmul(
     ans, matmul(tans[0], ans)))                   # K directions in one broadcast
+inv_p.defvmap(batching.leading_rule(inv_p, (2,)))
 inv_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -360,6 +394,7 @@ det_p = Primitive("det", np.linalg.det, saves=(0,))
 det_p.defjvp(lambda t, ans, a: ans * _trace(solve(a, t)))
 det_p.defvjp(lambda g, ans, a: _bmat(g * ans) * _mT(inv(a)))
 _batched_jvps(det_p)
+det_p.defvmap(batching.leading_rule(det_p, (2,)))
 det_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -398,6 +433,7 @@ slogdet_p = Primitive("slogdet", _slogdet_impl, saves=(0,))
 slogdet_p.defjvp(_slogdet_jvp)
 slogdet_p.defvjp(lambda g, ans, a: _bmat(g[..., 1]) * _mT(inv(a)))
 _batched_jvps(slogdet_p)
+slogdet_p.defvmap(batching.leading_rule(slogdet_p, (2,)))
 slogdet_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -449,6 +485,7 @@ pinv_p = Primitive("pinv", lambda a, **kw: np.linalg.pinv(a, **kw), saves=(0,))
 pinv_p.defjvp(lambda t, ans, a, **kw: _pinv_jvp_of(t, a, ans))
 pinv_p.defvjp(lambda g, ans, a, **kw: _pinv_vjp_of(g, a, ans))
 _batched_jvps(pinv_p)
+pinv_p.defvmap(batching.leading_rule(pinv_p, (2,)))
 pinv_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -484,6 +521,7 @@ lstsq_p.defvjp(lambda g, ans, a, b, rcond=None: _pinv_vjp_of(matmul(g, _mT(b)), 
                                                              pinv(a, rcond)),
                lambda g, ans, a, b, rcond=None: matmul(_mT(pinv(a, rcond)), g))
 _batched_jvps(lstsq_p)                   # pinv(a) once for K directions
+lstsq_p.defvmap(PER_LANE)              # numpy's lstsq takes one system
 lstsq_p.defsparsity(patterns.DENSE, reason="x = pinv(A) b: every entry of x depends on "
                     "every entry of A and b")
 

@@ -14,9 +14,10 @@ import warnings
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete
+from tapead._core import Box, bind, concrete, is_complex
 from tapead import patterns
 from tapead._prims.base import Primitive
+from tapead._prims import batching
 from tapead._prims.contract import _dtype_of, einsum
 from tapead._prims.linalg import (_any_box, _batched_jvps, _lapack, _mT, _result_type, _row,
                                   _solve_right, _square, _sym, _tri, matmul, solve)
@@ -80,6 +81,7 @@ cholesky_p = Primitive("cholesky", _cholesky_impl, saves=())
 cholesky_p.defjvp(_cholesky_jvp)
 cholesky_p.defvjp(_cholesky_vjp)
 _batched_jvps(cholesky_p)
+cholesky_p.defvmap(batching.leading_rule(cholesky_p, (2,)))
 cholesky_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -197,6 +199,7 @@ eigh_p = Primitive("eigh", _eigh_impl, saves=())
 eigh_p.defjvp(_eigh_jvp)
 eigh_p.defvjp(_eigh_vjp)
 _batched_jvps(eigh_p)
+eigh_p.defvmap(batching.leading_rule(eigh_p, (2,)))
 eigh_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -299,6 +302,7 @@ qr_p = Primitive("qr", _qr_impl, saves=())
 qr_p.defjvp(_qr_jvp)
 qr_p.defvjp(_qr_vjp)
 _batched_jvps(qr_p)
+qr_p.defvmap(batching.leading_rule(qr_p, (2,)))
 qr_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
 
 
@@ -440,6 +444,7 @@ def _svd_vjp(g, ans, a):
 
 
 svd_p = Primitive("svd", _svd_impl, saves=())          # the rules read a's shape only
+svd_p.defvmap(batching.leading_rule(svd_p, (2,)))
 svd_p.defjvp(_svd_jvp)
 svd_p.defvjp(_svd_vjp)
 _leading_axis_jvps(svd_p)
@@ -463,6 +468,7 @@ def _svd_values_vjp(g, s, a):
 
 svd_values_p = Primitive("svd_values", lambda a: np.linalg.svd(a, compute_uv=False),
                          saves=(0,))
+svd_values_p.defvmap(batching.leading_rule(svd_values_p, (2,)))
 svd_values_p.defjvp(_svd_values_jvp)
 svd_values_p.defvjp(_svd_values_vjp)
 _leading_axis_jvps(svd_values_p)           # one SVD for all K directions
@@ -522,7 +528,7 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     if len(s) < 2:
         raise ShapeError(f"svd: a must be a matrix or a stack of them, shape (..., m, n); "
                          f"got shape {s}")
-    if np.iscomplexobj(concrete(a)):
+    if is_complex(a):
         raise NonDifferentiableError("svd: tapead differentiates the SVD of real matrices "
                                      "only; split a complex matrix into real blocks")
     if not compute_uv:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from tapead._core import bind, concrete
-from tapead._prims.base import Primitive
+from tapead._core import bind, concrete, is_complex
+from tapead._prims import batching
+from tapead._prims.base import PER_LANE, Primitive
 from tapead._prims.contract import _dtype_of
 from tapead._prims.linalg import _any_box, _mT, _square, _unbroadcast, matmul
 from tapead._prims.linalg_decomp import _leading_axis_jvps, cholesky
@@ -69,6 +70,7 @@ def _st_vjp_a(g, x, a, b, trans=0, lower=False, unit_diagonal=False):
 
 
 solve_triangular_p = Primitive("solve_triangular", _st_impl, saves=(0,))
+solve_triangular_p.defvmap(PER_LANE)   # scipy's solve takes one system
 solve_triangular_p.defjvp(
     _st_jvp_a,
     lambda t, x, a, b, trans=0, lower=False, unit_diagonal=False:
@@ -192,6 +194,7 @@ def _frechet(a, e):
 
 
 expm_p = Primitive("expm", scipy.linalg.expm, saves=(0,))
+expm_p.defvmap(batching.leading_rule(expm_p, (2,)))
 expm_p.defjvp(lambda t, ans, a: _frechet(a, t))
 expm_p.defvjp(lambda g, ans, a: _frechet(_mT(a), g))   # L(A, .)^T = L(A^T, .)
 _leading_axis_jvps(expm_p)                  # one stacked expm for the K directions
@@ -214,7 +217,7 @@ def expm(A):
     _square("expm", A)
     if not _any_box(A):
         return scipy.linalg.expm(A)
-    if np.iscomplexobj(concrete(A)):
+    if is_complex(A):
         raise TypeError("expm: tapead differentiates real matrices only")
     return bind(expm_p, A)
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from tapead._core import Box, bind, concrete
 from tapead import patterns
+from tapead._prims import batching
 from tapead._prims.base import Primitive, defzero
 from tapead._prims.elementwise import unbroadcast, where
 from tapead._prims.structural import broadcast_to, reshape
@@ -30,6 +31,7 @@ def _zero_derivative(name, npfunc):
     prim.defvjp(lambda g, ans, x, **p: None)
     prim.defjvp(lambda t, ans, x, **p: None)
     defzero(prim)                            # no tangent, empty pattern
+    prim.defvmap(batching.elementwise_rule(prim))
 
     def func(x, **params):
         if isinstance(x, Box):
@@ -98,6 +100,7 @@ def _heaviside_batched(tans, ans, vals, params, K):
 
 heaviside_p.defbatched(_heaviside_batched)
 # no dependence on x; elementwise in h0 (only where x == 0, which moves with x)
+heaviside_p.defvmap(batching.elementwise_rule(heaviside_p))
 heaviside_p.defsparsity(patterns.elementwise_in(1))
 
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.special as sps
 
-from tapead._core import Box, bind, concrete, is_complex
+from tapead._core import Box, bind, concrete, is_complex, shape_of
 from tapead import patterns
+from tapead._prims import batching
 from tapead._prims.base import Primitive
 from tapead._prims.construct import _contains_box, array
 from tapead._prims.elementwise import absolute, conjugate, exp, log, real, sqrt, where
@@ -132,6 +133,7 @@ def _extremum(name, npfunc):
         return np.sum(tans[0] * w, axis=_batched_axes(axis, np.ndim(vals[0])),
                       keepdims=keepdims)
     prim.defbatched(batched)
+    prim.defvmap(batching.axis_rule(prim))
     prim.defsparsity(patterns.REDUCTION, reason="which element is the extremum moves with "
                      "the values: structurally the whole group along the axis")
 
@@ -141,7 +143,7 @@ def _extremum(name, npfunc):
             return npfunc(a, axis=axis, out=out, keepdims=keepdims, initial=initial,
                           where=where, **kw)
         _reject(name, None, out, a, initial=initial, where=where, **kw)
-        if np.size(concrete(a)) == 0:
+        if 0 in shape_of(a):
             raise ValueError(f"{name} of an empty array has no value; pass a non-empty "
                              "array (initial= is not supported on traced values)")
         return bind(prim, a, axis=axis, keepdims=keepdims)
@@ -227,6 +229,7 @@ def _prod_batched(tans, ans, vals, params, K):
 
 
 prod_p.defbatched(_prod_batched)
+prod_p.defvmap(batching.axis_rule(prod_p))
 prod_p.defsparsity(patterns.REDUCTION)
 
 
@@ -259,6 +262,7 @@ cumsum_p.defbatched(lambda tans, ans, vals, params, K: np.cumsum(
     tans[0], axis=params["axis"] + 1))
 cumsum_p.defsparsity(patterns.CUMULATIVE)
 cumsum_p.complex_ok = True      # linear: the same rule holds for complex values
+cumsum_p.defvmap(batching.axis_rule(cumsum_p))
 
 
 def _flat_axis(name, x, axis):
@@ -323,6 +327,7 @@ def _cumprod_batched(tans, ans, vals, params, K):
 
 
 cumprod_p.defbatched(_cumprod_batched)
+cumprod_p.defvmap(batching.axis_rule(cumprod_p))
 cumprod_p.defsparsity(patterns.CUMULATIVE)
 
 
@@ -375,12 +380,14 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """
     if not isinstance(a, Box) and not isinstance(b, Box):
         return sps.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
-    ac = np.asarray(concrete(a))
-    if b is not None:
-        ac = np.broadcast_to(ac, np.broadcast_shapes(ac.shape, np.shape(b)))
-    axes = _norm_axis(axis, ac.ndim)
-    m = np.max(ac, axis=axes, keepdims=True) if ac.size else np.zeros((1,) * ac.ndim)
-    m = _as_const(np.where(np.isfinite(m), m, 0), a)
+    shape = shape_of(a) if b is None else np.broadcast_shapes(shape_of(a), np.shape(b))
+    axes = _norm_axis(axis, len(shape))
+
+    def shift(ac):                 # the max (a constant), one lane's under vmap
+        ac = np.broadcast_to(np.asarray(ac), shape)
+        m = np.max(ac, axis=axes, keepdims=True) if ac.size else np.zeros((1,) * ac.ndim)
+        return _as_const(np.where(np.isfinite(m), m, 0), a)
+    m = batching.lanes_apply(shift, a)
     e = exp(a - m)
     if b is not None:
         e = b * e

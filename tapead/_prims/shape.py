@@ -283,7 +283,7 @@ def diag(v, k=0):
     if nd == 1:
         n = np.shape(v)[0] + abs(k)
         rows, cols = _diag_index(n, n, k)
-        return index_add_zeros(v, (rows, cols), (n, n), np.result_type(_core.concrete(v)))
+        return index_add_zeros(v, (rows, cols), (n, n), np.result_type(_core.lanes_of(v)))
     if nd == 2:
         return getitem(v, _diag_index(*np.shape(v), k))
     raise ValueError(f"diag: the input must be 1-d or 2-d, not {nd}-d")
@@ -314,7 +314,7 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
 
 
 def _triangle(m, keep):
-    return where(keep, m, np.zeros((), np.result_type(_core.concrete(m))))
+    return where(keep, m, np.zeros((), np.result_type(_core.lanes_of(m))))
 
 
 def tril(m, k=0):
@@ -345,7 +345,7 @@ def pad(array, pad_width, mode="constant", **kwargs):
     if not isinstance(array, Box):
         return np.pad(array, pad_width, mode=mode, **kwargs)
     shape = np.shape(array)
-    dtype = np.result_type(_core.concrete(array))
+    dtype = np.result_type(_core.lanes_of(array))
     if mode == "constant":
         cv = kwargs.pop("constant_values", 0)
         if kwargs:

@@ -20,6 +20,7 @@ import numpy as np
 from tapead._core import Box, bind, concrete, guard_value
 from tapead import patterns
 from tapead._prims.base import Primitive
+from tapead._prims import batching
 from tapead._prims.shape import reshape
 
 
@@ -36,6 +37,12 @@ permute_p.defvjp(lambda g, ans, x, perm, axis: permute(g, _inverse(perm, axis), 
 # permute(), not np.take_along_axis: the tangents may be traced (third order)
 permute_p.defbatched(lambda tans, ans, vals, params, K: permute(
     tans[0], np.broadcast_to(params["perm"][None], np.shape(tans[0])), params["axis"] + 1))
+permute_p.defvmap(lambda args, bdims, perm, axis: _permute_lanes(
+    batching.to_front(args[0], bdims[0]), perm, axis))
+
+
+def _permute_lanes(x, perm, axis):
+    return permute(x, np.broadcast_to(perm[None], np.shape(x)), axis + 1), 0
 permute_p.defsparsity(patterns.MOVE)         # perm is a constant parameter
 
 
@@ -57,6 +64,7 @@ sort_p.defvjp(lambda g, ans, x, axis: permute(g, _inverse(_perm(x, axis), axis),
 sort_p.defjvp(lambda t, ans, x, axis: permute(t, _perm(x, axis), axis))
 sort_p.defbatched(lambda tans, ans, vals, params, K: np.take_along_axis(
     tans[0], _perm(vals[0], params["axis"])[None], axis=params["axis"] + 1))
+sort_p.defvmap(batching.axis_rule(sort_p))
 sort_p.defsparsity(patterns.ALONG_AXIS, reason="which element lands where moves with the "
                   "values: structurally the whole line along the axis")
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from tapead import _core
-from tapead._core import Box, ShapeOnly, bind, concrete, is_complex
+from tapead._core import Box, ShapeOnly, bind, is_complex, lanes_of
 from tapead import patterns
+from tapead._prims import batching
 from tapead._prims.base import Primitive
 
 
@@ -26,6 +27,9 @@ reshape_p.defvjp(lambda g, ans, x, shape: reshape(g, np.shape(x)))
 reshape_p.complex_ok = True      # linear: the same rule holds for complex values
 reshape_p.defbatched(lambda tans, ans, vals, params, K: np.reshape(
     tans[0], (K,) + np.shape(ans)))
+reshape_p.defvmap(lambda args, bdims, shape: (reshape(
+    batching.to_front(args[0], bdims[0]), (_core.shape_of(args[0])[bdims[0]],) + tuple(shape)),
+    0))
 reshape_p.defsparsity(patterns.MOVE)
 
 
@@ -58,6 +62,8 @@ transpose_p.defvjp(lambda g, ans, x, axes: transpose(g, tuple(np.argsort(axes)))
 transpose_p.complex_ok = True      # linear: the same rule holds for complex values
 transpose_p.defbatched(lambda tans, ans, vals, params, K: np.transpose(
     tans[0], (0,) + tuple(a + 1 for a in params["axes"])))
+transpose_p.defvmap(lambda args, bdims, axes: (transpose(
+    batching.to_front(args[0], bdims[0]), (0,) + tuple(a + 1 for a in axes)), 0))
 transpose_p.defsparsity(patterns.MOVE)
 
 
@@ -86,6 +92,9 @@ broadcast_p.complex_ok = True      # linear: the same rule holds for complex val
 broadcast_p.defbatched(lambda tans, ans, vals, params, K: np.broadcast_to(
     np.reshape(tans[0], (K,) + (1,) * (len(params["shape"]) - np.ndim(vals[0]))
                + np.shape(vals[0])), (K,) + tuple(params["shape"])))
+broadcast_p.defvmap(lambda args, bdims, shape: (broadcast_to(
+    batching.padded(args[0], bdims[0], len(shape)),
+    (_core.shape_of(args[0])[bdims[0]],) + tuple(shape)), 0))
 broadcast_p.defsparsity(patterns.MOVE)
 
 
@@ -149,7 +158,7 @@ concat_p.save_fn = lambda vals, ans: ()      # the rule reads ``bounds`` only
 def _direction_pieces(tans, ans, vals, K):
     """Each piece's K-direction tangent, shaped ``(K,) + piece shape`` (zeros for
     a piece without one): what the batched rules of concatenate and stack join."""
-    dtype = np.result_type(_core.concrete(ans))
+    dtype = np.result_type(_core.lanes_of(ans))
     return [np.zeros((K,) + np.shape(v), dtype) if t is None else
             t if np.shape(t) == (K,) + np.shape(v) else reshape(t, (K,) + np.shape(v))
             for t, v in zip(tans, vals)]
@@ -161,6 +170,8 @@ def _concat_batched(tans, ans, vals, params, K):
 
 
 concat_p.defbatched(_concat_batched)
+concat_p.defvmap(lambda args, bdims, axis=0, bounds=None, real=(): (concatenate(
+    batching.all_front(args, bdims, batching.n_lanes(args, bdims)), axis=axis + 1), 0))
 concat_p.defsparsity(patterns.MOVE)
 
 
@@ -211,6 +222,8 @@ def _stack_batched(tans, ans, vals, params, K):
 
 
 stack_p.defbatched(_stack_batched)
+stack_p.defvmap(lambda args, bdims, axis=0, real=(): (stack(
+    batching.all_front(args, bdims, batching.n_lanes(args, bdims)), axis=axis + 1), 0))
 stack_p.defsparsity(patterns.MOVE)
 
 
@@ -261,7 +274,7 @@ def _expand_back(g, x_shape, axis, keepdims):
 
 
 def _float_dtype(x):
-    dt = np.result_type(concrete(x))
+    dt = np.result_type(lanes_of(x))
     return dt if np.issubdtype(dt, np.floating) else np.dtype(np.float64)
 
 
@@ -303,6 +316,7 @@ def _sum_batched(tans, ans, vals, params, K):
 
 sum_p.defbatched(_sum_batched)
 sum_p.defsparsity(patterns.REDUCTION)
+sum_p.defvmap(batching.axis_rule(sum_p))
 sum_p.complex_ok = True      # linear: the same rule holds for complex values
 
 

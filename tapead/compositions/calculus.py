@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from tapead._core import Box, concrete, shape_of
+from tapead._core import Box, concrete, shape_of, lanes_of
 from tapead._prims.elementwise import astype
 from tapead.compositions.misc import _along, diff
 from tapead._prims.reductions import sum as _sum
@@ -124,14 +124,14 @@ def gradient(f, *varargs, axis=None, edge_order=1):
     dx = _spacings(varargs, shape, axes)
     if edge_order > 2:
         raise ValueError("'edge_order' greater than 2 not supported")
-    otype = np.result_type(concrete(f))
+    otype = np.result_type(lanes_of(f))
     out = []
     for ax, h in zip(axes, dx):
         if shape[ax] < edge_order + 1:
             raise ValueError("Shape of array too small to calculate a numerical gradient, "
                              "at least (edge_order + 1) elements are required.")
         g = _gradient_along(f, ax, nd, h, edge_order)
-        out.append(g if np.result_type(concrete(g)) == otype else astype(g, otype))
+        out.append(g if np.result_type(lanes_of(g)) == otype else astype(g, otype))
     return out[0] if len(axes) == 1 else tuple(out)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Box, concrete, guard_value, shape_of
+from tapead._core import Box, concrete, guard_value, shape_of, lanes_of
 from tapead._prims import elementwise as ew
 from tapead._prims.elementwise import where
 from tapead.compositions.misc import _NO, _along
@@ -108,7 +108,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=_NO, *, where=_NO):
     if not mask.any():
         return _mean(a, axis=axis, keepdims=keep)
     count = np.sum(~mask, axis=axis, keepdims=keep)
-    dt = np.result_type(concrete(a))
+    dt = np.result_type(lanes_of(a))
     return _sum(ew.where(mask, 0.0, a), axis=axis, keepdims=keep) / count.astype(dt)
 
 
@@ -171,7 +171,7 @@ def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, weights,
             "method='linear' (numpy's default, without weights) only. Use it, or "
             "np.sort plus indexing for another rule (method='lower': sort(a)[k]).")
     a = a if isinstance(a, Box) else np.asanyarray(a)
-    if np.issubdtype(np.result_type(concrete(a)), np.complexfloating):
+    if np.issubdtype(np.result_type(lanes_of(a)), np.complexfloating):
         raise TypeError("a must be an array of real numbers")
     traced_q = isinstance(q, Box)
     q_traced = q

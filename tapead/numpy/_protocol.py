@@ -14,7 +14,7 @@ import numpy as np
 
 from tapead import _core, _prims, compositions
 from tapead._core import concrete
-from tapead._prims import construct, indexing, linalg, shape
+from tapead._prims import batching, construct, indexing, linalg, shape
 from tapead._prims import elementwise as ew
 from tapead._prims.conversion_hint import array_message
 from tapead.compositions import misc, numpy_extra
@@ -56,6 +56,9 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
     elif method in _UFUNC_METHODS and ufunc.nin == 2 and UFUNCS.get(ufunc) is not None:
         return _UFUNC_METHODS[method](ufunc, UFUNCS[ufunc], *inputs, **kwargs)
     if ufunc in VALUE_UFUNCS:
+        batched = batching.value_ufunc(ufunc, inputs, kwargs)
+        if batched is not None:
+            return batched
         return ufunc(*[concrete(x) for x in inputs], **kwargs)
     raise _no_rule(f"{_ufunc_name(ufunc)} (method {method!r})")
 
@@ -129,4 +132,5 @@ _core.install_generic(ew.BINARY, ew.UNARY, {
     "__array_ufunc__": _array_ufunc,
     "__array_function__": _array_function,
     "array_message": array_message,
+    "batch_compare": batching.batch_compare,
 })

@@ -1,0 +1,207 @@
+"""vmap's batch trace over the op-spec table: every row runs ONCE on the
+stacked lanes (no per-lane fallback) and equals the loop over the lanes.
+
+For every row (float64, every input kind): lanes stacked along axis 0 and
+-1, 0, 1 and 3 lanes, every argument mapped, or only the first one (the
+others shared); the result equals the Python loop of the function over the
+lanes to 1e-12 and, where JAX has the function, ``jax.vmap``.  The gradient
+through the batched rules (``grad`` of a function of ``vmap(f)``) equals the
+gradient of the loop.
+"""
+import zlib
+
+import numpy as np
+import pytest
+
+import tapead as ta
+import tapead.numpy as tnp
+from tapead._prims import batching
+
+from opspecs import F64, NO_JAX, SPECS, case_id, cases, ns
+
+CASES = cases(SPECS, dtypes=(F64,))
+RTOL = 1e-12
+
+#: rows that run lane by lane, on purpose: their primitive is declared
+#: PER_LANE (numpy's lstsq and scipy's triangular solve take one system), or
+#: the tapead function reads values to decide something (a domain check, a NaN
+#: mask, an argsort used as an index, a constant built from values), so vmap
+#: reruns it once per lane.  Every other row must run batched.
+PER_LANE_ROWS = {
+    "lstsq", "solve_triangular", "cho_solve",
+    # reads values (domain checks of the distributions, NaN masks, sorts used
+    # as indices, Python-level constants)
+    "argmax_gather", "argmin_gather", "argsort_gather", "average_axis0", "average_weights",
+    "average_weights_axis", "beta_cdf", "beta_logpdf", "beta_logsf", "beta_pdf", "chi2_cdf",
+    "chi2_logpdf", "chi2_pdf", "chi2_sf", "convolve", "convolve_same", "convolve_valid",
+    "diff_prepend_append", "dirichlet_logpdf", "dirichlet_pdf", "fmax", "fmin", "full_like",
+    "gamma_cdf", "gamma_logcdf", "gamma_logpdf", "gamma_logsf", "gamma_pdf", "gamma_sf",
+    "linspace", "linspace_open", "matrix_power", "mean_std_var_of_lists", "median",
+    "median_axis", "median_keepdims", "mvn_logpdf", "mvn_pdf", "nan_to_num", "nanmax",
+    "nanmean", "nanmean_no_nan", "nanmin", "nansum", "partition", "percentile_axes_tuple",
+    "percentile_axis0_keepdims", "percentile_q_array_axis", "percentile_scalar_q",
+    "percentile_traced_q", "poisson_cdf", "poisson_logpmf", "poisson_pmf", "polyval",
+    "quantile", "quantile_q_array_axis", "quantile_traced_q", "r_", "r_axis_c_", "sinc",
+}
+
+
+def _per_lane_allowed(spec):
+    return spec.name in PER_LANE_ROWS or spec.name.startswith(("solve_triangular", "cho_solve"))
+
+
+def _seed(*parts):
+    return zlib.crc32("/".join(map(str, parts)).encode())
+
+
+def _close(a, b, what):
+    a, b = np.asarray(a), np.asarray(b)
+    assert a.shape == b.shape, f"{what}: shape {a.shape} != {b.shape}"
+    if a.dtype == bool or b.dtype == bool or a.dtype.kind in "iu":
+        np.testing.assert_array_equal(a, b, err_msg=what)
+        return
+    scale = float(np.max(np.abs(b), initial=0.0))
+    err = float(np.max(np.abs(a - b), initial=0.0))
+    assert err <= RTOL * max(scale, 1.0), f"{what}: difference {err:.2e} (scale {scale:.2e})"
+
+
+def _lanes(spec, shapes, n, seed):
+    rng = np.random.default_rng(seed)
+    return [spec.sample(rng, shapes) for _ in range(max(n, 1))][:n] if n else []
+
+
+def _stacked(spec, shapes, lanes, n, axis, mapped):
+    """The arguments with the lanes stacked along ``axis`` (mapped ones)."""
+    rng = np.random.default_rng(1)
+    shared = spec.sample(rng, shapes)
+    out = []
+    for k, shape in enumerate(shapes):
+        if not mapped[k]:
+            out.append(shared[k])
+        elif n == 0:
+            out.append(np.zeros((0,) + tuple(shape)) if axis == 0
+                       else np.zeros(tuple(shape) + (0,)))
+        else:
+            out.append(np.stack([np.asarray(lane[k], dtype=np.float64) for lane in lanes],
+                                axis=axis))
+    return out, shared
+
+
+def _loop(fn, args, mapped, n, axis):
+    outs = []
+    for i in range(n):
+        lane = [np.take(a, i, axis=axis) if m else a for a, m in zip(args, mapped)]
+        outs.append(np.asarray(fn(*lane)))
+    return np.stack(outs) if outs else None
+
+
+MAPS = {"all": lambda k: (True,) * k, "first": lambda k: (True,) + (False,) * (k - 1)}
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+@pytest.mark.parametrize("axis", [0, -1])
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_every_row_runs_batched_and_equals_the_loop(case, axis, n, monkeypatch):
+    spec, kind, shapes, _ = case
+    for which, maps in MAPS.items():
+        if which == "first" and spec.arity < 2:
+            continue
+        mapped = maps(spec.arity)
+        lanes = _lanes(spec, shapes, n, _seed(spec.name, kind, n))
+        args, _ = _stacked(spec, shapes, lanes, n, axis, mapped)
+        in_axes = tuple(axis if m else None for m in mapped)
+        batching.reset_stats()
+        if not _per_lane_allowed(spec):
+            monkeypatch.setenv("TAPEAD_STRICT_VMAP", "1")
+        out = ta.vmap(spec.fn, in_axes=in_axes)(*args)
+        monkeypatch.delenv("TAPEAD_STRICT_VMAP", raising=False)
+        what = f"{spec.name}-{kind} axis={axis} n={n} mapped={which}"
+        if not _per_lane_allowed(spec):
+            assert batching.STATS["per_lane_calls"] == 0, what
+            assert batching.STATS["per_lane_runs"] == 0, what
+        if n == 0:
+            lane_shape = np.shape(spec.fn(*spec.sample(np.random.default_rng(0), shapes)))
+            assert np.shape(out) == (0,) + lane_shape, what
+            continue
+        _close(out, _loop(spec.fn, args, mapped, n, axis), what)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_gradient_through_the_batched_rules_equals_the_loop(case, monkeypatch):
+    """``grad`` of a function of ``vmap(f)``: the rules record on the outer tape."""
+    spec, kind, shapes, _ = case
+    if 1 not in spec.orders:
+        pytest.skip("no derivative")
+    n = 3
+    mapped = (True,) * spec.arity
+    lanes = _lanes(spec, shapes, n, _seed(spec.name, kind, "grad"))
+    args, _ = _stacked(spec, shapes, lanes, n, 0, mapped)
+    w = np.random.default_rng(3).normal(size=np.shape(_loop(spec.fn, args, mapped, n, 0)))
+
+    def batched(*xs):
+        return tnp.sum(tnp.real(ta.vmap(spec.fn)(*xs)) * w)
+
+    def looped(*xs):
+        return tnp.sum(tnp.real(tnp.stack([spec.fn(*[x[i] for x in xs])
+                                           for i in range(n)])) * w)
+    argnums = tuple(range(spec.arity))
+    if not _per_lane_allowed(spec):
+        monkeypatch.setenv("TAPEAD_STRICT_VMAP", "1")
+    g = ta.grad(batched, argnums=argnums)(*args)
+    monkeypatch.delenv("TAPEAD_STRICT_VMAP", raising=False)
+    ref = ta.grad(looped, argnums=argnums)(*args)
+    for k in range(spec.arity):
+        _close(g[k], ref[k], f"{spec.name}-{kind} d/d argument {k}")
+
+
+#: eager JAX compiles every operation for every shape: one case in four keeps it short
+JAX_CASES = [c for c in CASES if c[0].name not in NO_JAX][::4]
+
+
+@pytest.mark.parametrize("case", JAX_CASES, ids=case_id)
+def test_every_row_equals_jax_vmap(case):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    JNP = ns(jnp, sigmoid=jax.nn.sigmoid, relu=jax.nn.relu)
+    spec, kind, shapes, _ = case
+    n = 3
+    mapped = (True,) + (False,) * (spec.arity - 1)
+    lanes = _lanes(spec, shapes, n, _seed(spec.name, kind, "jax"))
+    args, _ = _stacked(spec, shapes, lanes, n, -1, mapped)
+    in_axes = tuple(-1 if m else None for m in mapped)
+    out = ta.vmap(spec.fn, in_axes=in_axes)(*args)
+    ref = jax.vmap(lambda *a: spec.body(JNP, *a), in_axes=in_axes)(*[jnp.asarray(a)
+                                                                     for a in args])
+    _close(out, np.asarray(ref), f"{spec.name}-{kind}")
+
+
+#: rows whose reverse sweep must run batched inside vmap (the others may read
+#: values in their VJP rules, e.g. a kink's side, and then run lane by lane)
+BATCHED_BACKWARD = {"add", "sub", "mul", "div", "sin", "cos", "tan", "exp", "log", "tanh",
+                    "sqrt", "sigmoid", "square", "matmul", "dot", "outer", "einsum",
+                    "sum", "sum_axis0", "transpose", "reshape", "concatenate_axis0",
+                    "stack", "getitem_mask", "where", "solve", "inv", "det", "cholesky",
+                    "abs", "relu", "maximum", "minimum", "clip"}
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_a_gradient_taken_inside_vmap_runs_batched_and_equals_the_loop(case, monkeypatch):
+    """``vmap(lambda *a: grad(g)(*a))``: a tape started inside vmap records the
+    stacked lanes and its sweep runs the rules batched."""
+    spec, kind, shapes, _ = case
+    if 1 not in spec.orders:
+        pytest.skip("no derivative")
+    n = 3
+    lanes = _lanes(spec, shapes, n, _seed(spec.name, kind, "inner"))
+    args, _ = _stacked(spec, shapes, lanes, n, 0, (True,) * spec.arity)
+    w = np.random.default_rng(4).normal(size=np.shape(spec.fn(*lanes[0])))
+    argnums = tuple(range(spec.arity))
+    gfun = ta.grad(lambda *a: tnp.sum(tnp.real(spec.fn(*a)) * w), argnums=argnums)
+    inner = lambda *a: gfun(*a)                               # noqa: E731  (untagged)
+    batching.reset_stats()
+    out = ta.vmap(inner)(*args)
+    if spec.name in BATCHED_BACKWARD:
+        assert batching.STATS["per_lane_runs"] == 0, spec.name
+    for k in range(spec.arity):
+        ref = np.stack([np.asarray(gfun(*lane)[k]) for lane in lanes])
+        _close(out[k], ref, f"{spec.name}-{kind} d/d argument {k}")
