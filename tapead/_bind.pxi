@@ -139,6 +139,11 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
     if inner:
         ans = _bind(prim, vals_t, params)
     else:
+        if prim.fwd_saved is not None and type(top) is Tape:
+            fused = prim.fwd_saved(*vals_t, **params)
+            if fused is not None:       # value and residuals from one pass
+                return (<Tape>top)._process(prim, args, vals_t, (<tuple>fused)[0],
+                                            params, (<tuple>fused)[1])
         ans = prim.impl(*vals_t, **params)
     if not prim.complex_ok:
         check_complex_support(prim, vals_t, ans)

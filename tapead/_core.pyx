@@ -401,6 +401,7 @@ def array_conversion_message(object x=None, object dtype=None):
 
 
 include "_prim.pxi"
+include "_kernels.pxi"
 include "_ufuncs.pxi"
 include "_tape.pxi"
 include "_tape_adjoints.pxi"

@@ -48,6 +48,11 @@ cdef class PrimitiveBase:
     cdef public object jvp_any
     cdef public object jvp_batched
     cdef public object save_fn        # custom (vals, ans) -> saved tuple
+    #: fused forward rule ``fwd_saved(*vals) -> (ans, saved)`` or None (then impl
+    #: and saves): the value and the VJP's residuals from one pass over memory,
+    #: used when a tape records plain values; ``saved`` may carry more than the
+    #: arguments (the VJP rules take the extra residuals as trailing arguments)
+    cdef public object fwd_saved
     cdef public object static_args
     cdef public int fast_vjp          # FAST_* kind: the sweep's C shortcut, 0 for none
     cdef public bint complex_ok       # its rules are right for complex values (JAX's convention)

@@ -189,7 +189,7 @@ cdef class Tape(Trace):
         return self._process(prim, args, vals, ans, params)
 
     cdef object _process(self, PrimitiveBase prim, tuple args, tuple vals, object ans,
-                         dict params):
+                         dict params, object saved=None):
         cdef Record rec = Record()
         cdef Py_ssize_t i, k, n = len(args)
         cdef list parents = [], consts = []
@@ -205,7 +205,7 @@ cdef class Tape(Trace):
         rec.parents = tuple(parents)
         rec.consts = tuple(consts)
         rec.params = params
-        rec.saved = prim_save(prim, vals, ans)
+        rec.saved = prim_save(prim, vals, ans) if saved is None else saved
         if type(ans) is np.ndarray and (<object>ans).ndim == 0 and \
                 (<object>ans).dtype is _FLOAT64:
             ans = float(ans)

@@ -160,6 +160,43 @@ def _sin_given_cos(x, c):
     return np.sin(x)
 
 
+# sin and cos of a float64 array on a tape: both values from one C pass
+# (``_core.sin_with_cos``, numpy's bits), the partner kept as a trailing
+# residual, so the reverse pass multiplies by it instead of computing the other
+# function again.  Without the residual (float32, complex, boxes, a numpy
+# whose sine differs from libm's) the rules fall back to the hint partners.
+def _sin_fwd(x):
+    both = _core.sin_with_cos(x)
+    return None if both is None else (both[0], (x, both[1]))
+
+
+def _cos_fwd(x):
+    both = _core.sin_with_cos(x)
+    return None if both is None else (both[1], (x, both[0]))
+
+
+def _times_saved(g, p, sign):
+    """sign * g * p for a saved residual p (never written into)."""
+    if type(g) is np.ndarray and g.shape == p.shape and g.dtype == p.dtype:
+        out = np.multiply(g, p)
+        return out if sign > 0 else np.negative(out, out=out)
+    if _is_ones_like(g, p):
+        return p if sign > 0 else np.negative(p)
+    return g * p if sign > 0 else -(g * p)
+
+
+def _sin_vjp(g, ans, x, c=None):
+    if c is None:
+        return _times_fresh(_cos_given_sin(x, ans), g)
+    return _times_saved(g, c, 1.0)
+
+
+def _cos_vjp(g, ans, x, s=None):
+    if s is None:
+        return _times_fresh(-_sin_given_cos(x, ans), g)
+    return _times_saved(g, s, -1.0)
+
+
 LN2 = float(np.log(2.0))
 LN10 = float(np.log(10.0))
 
@@ -196,6 +233,8 @@ arctanh = _unary("arctanh", np.arctanh, lambda x, a: 1.0 / (1.0 - x * x), ufunc=
 cbrt = _unary("cbrt", np.cbrt, lambda x, a: 1.0 / (3.0 * a * a), saves=(), ufunc=np.cbrt)
 UFUNCS[sps.expit] = sigmoid
 tanh.prim.fast_vjp = _core.FAST_VJP["tanh"]
+sin.prim.fwd_saved, sin.prim.vjps = _sin_fwd, [_sin_vjp]
+cos.prim.fwd_saved, cos.prim.vjps = _cos_fwd, [_cos_vjp]
 
 #: holomorphic functions: the same rules hold for complex values (JAX's convention:
 #: the cotangent of z is multiplied by f'(z), not its conjugate)
