@@ -109,7 +109,7 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
     for i in range(n):
         t = trace_of(args[i])
         if t is None and type(args[i]) is np.ndarray \
-                and (<object>args[i]).dtype == _OBJECT_DTYPE:
+                and arr_type(args[i]) == cnp.NPY_OBJECT:
             packed = _pack_object_args(args)
             if packed is not None:
                 return _bind(prim, packed, params)

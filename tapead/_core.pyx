@@ -27,6 +27,9 @@ from libc.string cimport memcpy, memset
 from libc.stdint cimport int32_t, int64_t
 
 import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
 
 from tapead.errors import (GuardFlippedError, LeakedTracerError,
                            MissingRuleError, NonDifferentiableError, TapeReplayError)

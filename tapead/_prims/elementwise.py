@@ -176,12 +176,11 @@ def _cos_fwd(x):
 
 
 def _times_saved(g, p, sign):
-    """sign * g * p for a saved residual p (never written into)."""
-    if type(g) is np.ndarray and g.shape == p.shape and g.dtype == p.dtype:
+    """sign * g * p for a saved residual p: a new array (p is never written into,
+    nor handed out, so a second pullback sees it unchanged)."""
+    if type(g) is np.ndarray or type(g) is float:
         out = np.multiply(g, p)
         return out if sign > 0 else np.negative(out, out=out)
-    if _is_ones_like(g, p):
-        return p if sign > 0 else np.negative(p)
     return g * p if sign > 0 else -(g * p)
 
 
