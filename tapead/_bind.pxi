@@ -16,6 +16,14 @@ cdef class ForwardTrace(Trace):
         """Push the tangents of ``args`` through ``prim`` (JVP rule)."""
         cdef Py_ssize_t k, n_duals = 0
         t = None
+        if (<PrimitiveBase>prim).fused_jvp == FUSED_JVP_MUL and len(args) == 2:
+            x, y = args[0], args[1]
+            if type(x) is Dual and type(y) is Dual and (<Dual>x).ftrace is self \
+                    and (<Dual>y).ftrace is self and (<Dual>x).op is not None \
+                    and (<Dual>y).op is not None:
+                t = mul_tangent((<Dual>x).ot, vals[1], (<Dual>y).ot, vals[0])
+                if t is not None:       # both products and their sum in one pass
+                    return make_dual(self, ans, t)
         if (<PrimitiveBase>prim).linear:
             for k in range(len(args)):
                 x = args[k]

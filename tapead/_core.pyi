@@ -95,6 +95,7 @@ class PrimitiveBase:
     jvp_batched: Optional[Callable[..., Any]]
     save_fn: Optional[Callable[[tuple, Any], tuple]]
     fwd_saved: Optional[Callable[..., Optional[Tuple[Any, tuple]]]]
+    fused_jvp: int
     static_args: Any
     fast_vjp: int
     complex_ok: bool
@@ -106,6 +107,8 @@ FAST_VJP: Dict[str, int]
 
 def sin_with_cos(x: Any) -> Optional[Tuple[Any, Any]]: ...
 def sincos_kernel_active() -> bool: ...
+def fused_mul_tangent(tx: Any, y: Any, ty: Any, x: Any) -> Any: ...
+FUSED_JVP: Dict[str, int]
 
 class Scatter:
     """A cotangent that is ``g`` placed at ``idx`` of zeros(shape)."""

@@ -70,6 +70,7 @@ cdef class PrimitiveBase:
     #: used when a tape records plain values; ``saved`` may carry more than the
     #: arguments (the VJP rules take the extra residuals as trailing arguments)
     cdef public object fwd_saved
+    cdef public int fused_jvp         # FUSED_JVP_* kind: forward mode's C shortcut, 0 for none
     cdef public object static_args
     cdef public int fast_vjp          # FAST_* kind: the sweep's C shortcut, 0 for none
     cdef public bint complex_ok       # its rules are right for complex values (JAX's convention)

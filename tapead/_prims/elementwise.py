@@ -75,8 +75,8 @@ def _is_ones_like(g, v) -> bool:
 
 def _times_fresh(d, g):
     """g * d, written into d when d is a new array of the result's shape."""
-    if isinstance(d, Box) and _is_ones_like(g, d):       # no mul node on an outer tape
-        return d
+    if (type(d) is np.ndarray or isinstance(d, Box)) and _is_ones_like(g, d):
+        return d                     # g is a broadcast 1: no pass (no node on an outer tape)
     if type(d) is np.ndarray:
         if type(g) is np.ndarray:
             if g.shape == d.shape and g.dtype == d.dtype:
@@ -268,8 +268,8 @@ absolute.prim.complex_ok = True
 def _binary(name, npfunc, dx, dy, saves=None, ufunc=None):
     opcode = OP[name]
     prim = Primitive(name, npfunc, saves=saves, opcode=opcode, elementwise=True)
-    prim.defvjp(lambda g, ans, x, y: unbroadcast(x, g * dx(x, y, ans)),
-                lambda g, ans, x, y: unbroadcast(y, g * dy(x, y, ans)))
+    prim.defvjp(lambda g, ans, x, y: unbroadcast(x, _times(g, dx(x, y, ans))),
+                lambda g, ans, x, y: unbroadcast(y, _times(g, dy(x, y, ans))))
     prim.defjvp(lambda t, ans, x, y: t * dx(x, y, ans),
                 lambda t, ans, x, y: t * dy(x, y, ans))
     defelementwise(prim)
@@ -313,6 +313,11 @@ def _pow_dx(x, y, ans):
         # _powc_partial computes the same expressions)
         if y == 2:
             return 2.0 * x
+        if type(x) is np.ndarray and x.dtype.kind == "f" and (y == 3 or y == 4):
+            d = x * x                # the same products, in one new array
+            if y == 4:
+                np.multiply(d, x, out=d)
+            return np.multiply(d, float(y), out=d)
         if y == 3:
             return 3.0 * (x * x)
         if y == 4:
@@ -385,6 +390,7 @@ def _times(g, v):
 
 multiply.prim.defvjp(lambda g, ans, x, y: unbroadcast(x, _times(g, y)),
                      lambda g, ans, x, y: unbroadcast(y, _times(g, x)))
+multiply.prim.fused_jvp = _core.FUSED_JVP["mul"]   # forward mode: tx*y + ty*x in one C pass
 multiply.prim.defsparsity(patterns.PRODUCT)  # a constant factor's zeros cut the dependence
 
 for _f in (add, subtract, multiply, divide, power):
