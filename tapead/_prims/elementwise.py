@@ -231,6 +231,20 @@ arccosh = _unary("arccosh", np.arccosh, lambda x, a: 1.0 / sqrt(x * x - 1.0), uf
 arctanh = _unary("arctanh", np.arctanh, lambda x, a: 1.0 / (1.0 - x * x), ufunc=np.arctanh)
 cbrt = _unary("cbrt", np.cbrt, lambda x, a: 1.0 / (3.0 * a * a), saves=(), ufunc=np.cbrt)
 UFUNCS[sps.expit] = sigmoid
+
+
+# derivatives of the form 1 / q: the rules divide by q (one pass) instead of
+# forming 1 / q and multiplying (two passes and a temporary); exp's rule
+# already multiplies by its own output, tanh's sweep shortcut uses its output
+def _divided(f, q):
+    f.prim.defvjp(lambda g, ans, x: g / q(x, ans))
+    f.prim.defjvp(lambda t, ans, x: t / q(x, ans))
+
+
+_divided(log, lambda x, a: x)
+_divided(log1p, lambda x, a: 1.0 + x)
+_divided(log2, lambda x, a: x * LN2)
+_divided(log10, lambda x, a: x * LN10)
 tanh.prim.fast_vjp = _core.FAST_VJP["tanh"]
 sin.prim.fwd_saved, sin.prim.vjps = _sin_fwd, [_sin_vjp]
 cos.prim.fwd_saved, cos.prim.vjps = _cos_fwd, [_cos_vjp]
