@@ -165,14 +165,16 @@ def _sin_given_cos(x, c):
 # residual, so the reverse pass multiplies by it instead of computing the other
 # function again.  Without the residual (float32, complex, boxes, a numpy
 # whose sine differs from libm's) the rules fall back to the hint partners.
+# With the partner saved the rule never reads x, so the tape keeps only x's
+# shape: the node costs two arrays (value and partner), as sin's value and x did.
 def _sin_fwd(x):
     both = _core.sin_with_cos(x)
-    return None if both is None else (both[0], (x, both[1]))
+    return None if both is None else (both[0], (ShapeOnly(x), both[1]))
 
 
 def _cos_fwd(x):
     both = _core.sin_with_cos(x)
-    return None if both is None else (both[1], (x, both[0]))
+    return None if both is None else (both[1], (ShapeOnly(x), both[0]))
 
 
 def _times_saved(g, p, sign):
