@@ -129,7 +129,7 @@ def print_terrain(rows: Dict[str, dict], epochs: int) -> None:
         if name in rows:
             v = rows[name]["best_step_us"]
             print(f"| {label} | {(t / v if invert else v / t):.2f} | {target} |")
-    line("tapead / numpy by hand", "numpy by hand", "<= 1.3", invert=True)
+    line("tapead / numpy by hand", "numpy by hand", "<= 1.1", invert=True)
     line("jax.jit step / tapead", "jax.jit step", "> 1 (tapead faster)")
     line("torch eager 1 thread / tapead", "torch eager, 1 thread", ">= 3.3 (tapead <= 0.3x)")
     line("torch eager default threads / tapead", "torch eager, default threads",

@@ -16,6 +16,14 @@ cdef class ForwardTrace(Trace):
         """Push the tangents of ``args`` through ``prim`` (JVP rule)."""
         cdef Py_ssize_t k, n_duals = 0
         t = None
+        if (<PrimitiveBase>prim).fused_jvp == FUSED_JVP_MUL and len(args) == 2:
+            x, y = args[0], args[1]
+            if type(x) is Dual and type(y) is Dual and (<Dual>x).ftrace is self \
+                    and (<Dual>y).ftrace is self and (<Dual>x).op is not None \
+                    and (<Dual>y).op is not None:
+                t = mul_tangent((<Dual>x).ot, vals[1], (<Dual>y).ot, vals[0])
+                if t is not None:       # both products and their sum in one pass
+                    return make_dual(self, ans, t)
         if (<PrimitiveBase>prim).linear:
             for k in range(len(args)):
                 x = args[k]
@@ -127,7 +135,7 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
     for i in range(n):
         t = trace_of(args[i])
         if t is None and type(args[i]) is np.ndarray \
-                and (<object>args[i]).dtype == _OBJECT_DTYPE:
+                and arr_type(args[i]) == cnp.NPY_OBJECT:
             packed = _pack_object_args(args)
             if packed is not None:
                 return _bind(prim, packed, params)
@@ -165,6 +173,11 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
             # transforms it cannot: vmap reruns the function once per lane
             raise_batch_read(ans, f"{prim} under a transform started inside vmap")
     else:
+        if prim.fwd_saved is not None and type(top) is Tape:
+            fused = prim.fwd_saved(*vals_t, **params)
+            if fused is not None:       # value and residuals from one pass
+                return (<Tape>top)._process(prim, args, vals_t, (<tuple>fused)[0],
+                                            params, (<tuple>fused)[1])
         ans = prim.impl(*vals_t, **params)
     if not prim.complex_ok:
         check_complex_support(prim, vals_t, ans)

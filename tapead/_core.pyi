@@ -105,6 +105,8 @@ class PrimitiveBase:
     jvp_any: Optional[Callable[..., Any]]
     jvp_batched: Optional[Callable[..., Any]]
     save_fn: Optional[Callable[[tuple, Any], tuple]]
+    fwd_saved: Optional[Callable[..., Optional[Tuple[Any, tuple]]]]
+    fused_jvp: int
     static_args: Any
     fast_vjp: int
     complex_ok: bool
@@ -113,6 +115,11 @@ class PrimitiveBase:
     def vjp(self, k: int, g: Any, ans: Any, saved: tuple, params: dict) -> Any: ...
 
 FAST_VJP: Dict[str, int]
+
+def sin_with_cos(x: Any) -> Optional[Tuple[Any, Any]]: ...
+def sincos_kernel_active() -> bool: ...
+def fused_mul_tangent(tx: Any, y: Any, ty: Any, x: Any) -> Any: ...
+FUSED_JVP: Dict[str, int]
 
 class Scatter:
     """A cotangent that is ``g`` placed at ``idx`` of zeros(shape)."""

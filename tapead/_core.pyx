@@ -27,6 +27,9 @@ from libc.string cimport memcpy, memset
 from libc.stdint cimport int32_t, int64_t
 
 import numpy as np
+cimport numpy as cnp
+
+cnp.import_array()
 
 from tapead.errors import (BatchConcreteRead, BatchSplit, GuardFlippedError,
                            LeakedTracerError, MissingRuleError, NonDifferentiableError,
@@ -432,6 +435,7 @@ def array_conversion_message(object x=None, object dtype=None):
 
 
 include "_prim.pxi"
+include "_kernels.pxi"
 include "_ufuncs.pxi"
 include "_tape.pxi"
 include "_tape_adjoints.pxi"

@@ -7,6 +7,23 @@
 # with the registration methods and the forward-mode rules.
 
 cdef object _FLOAT64 = np.dtype(np.float64)
+cdef object _FLOAT32 = np.dtype(np.float32)
+
+
+# an ndarray's type number and dimensions read from its C struct (no Python
+# attribute lookup); only for objects already checked to be exactly np.ndarray
+cdef inline int arr_type(object a) noexcept:
+    return cnp.PyArray_TYPE(<cnp.ndarray>a)
+
+
+cdef inline int arr_ndim(object a) noexcept:
+    return cnp.PyArray_NDIM(<cnp.ndarray>a)
+
+
+cdef inline bint arr_same_layout(object a, object b) noexcept:
+    """Same shape and same element type (for adding one into the other in place)."""
+    return (cnp.PyArray_TYPE(<cnp.ndarray>a) == cnp.PyArray_TYPE(<cnp.ndarray>b)
+            and cnp.PyArray_SAMESHAPE(<cnp.ndarray>a, <cnp.ndarray>b))
 
 
 @cython.final
@@ -48,6 +65,12 @@ cdef class PrimitiveBase:
     cdef public object jvp_any
     cdef public object jvp_batched
     cdef public object save_fn        # custom (vals, ans) -> saved tuple
+    #: fused forward rule ``fwd_saved(*vals) -> (ans, saved)`` or None (then impl
+    #: and saves): the value and the VJP's residuals from one pass over memory,
+    #: used when a tape records plain values; ``saved`` may carry more than the
+    #: arguments (the VJP rules take the extra residuals as trailing arguments)
+    cdef public object fwd_saved
+    cdef public int fused_jvp         # FUSED_JVP_* kind: forward mode's C shortcut, 0 for none
     cdef public object static_args
     cdef public int fast_vjp          # FAST_* kind: the sweep's C shortcut, 0 for none
     cdef public bint complex_ok       # its rules are right for complex values (JAX's convention)
@@ -172,7 +195,7 @@ cdef inline object _shape_of_saved(object t):
 cdef object fast_vjp(int kind, int k, object g, Record rec):
     cdef object a, b, d, shape, gshape
     cdef Py_ssize_t lead
-    if type(g) is not np.ndarray or (<object>g).dtype.kind == "c":
+    if type(g) is not np.ndarray or cnp.PyTypeNum_ISCOMPLEX(arr_type(g)):
         return _NOFAST        # complex cotangents take the rules (real parts for real inputs)
     if kind == FAST_PASS or kind == FAST_SUB:
         shape = _shape_of_saved(rec.saved[k])
@@ -200,8 +223,8 @@ cdef object fast_vjp(int kind, int k, object g, Record rec):
     if kind == FAST_MATMUL:
         a = rec.saved[0]
         b = rec.saved[1]
-        if type(a) is np.ndarray and type(b) is np.ndarray and (<object>a).ndim == 2 \
-                and (<object>b).ndim == 2 and (<object>g).ndim == 2:
+        if type(a) is np.ndarray and type(b) is np.ndarray and arr_ndim(a) == 2 \
+                and arr_ndim(b) == 2 and arr_ndim(g) == 2:
             return _np_matmul(g, (<object>b).T) if k == 0 else _np_matmul((<object>a).T, g)
     return _NOFAST
 
@@ -220,7 +243,7 @@ cdef inline bint is_complex_value(object x):
         x = lanes_of(x)
         t = type(x)
     if t is np.ndarray:
-        return (<object>x).dtype.kind == "c"
+        return cnp.PyTypeNum_ISCOMPLEX(arr_type(x))
     if t is complex:
         return True
     if t is ShapeOnly:

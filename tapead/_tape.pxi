@@ -37,6 +37,11 @@ cdef inline bint _is_scalar_float(object c):
         (<object>c).dtype == np.float64)
 
 
+cdef tuple _ONE_NONE = (None,)
+cdef tuple _TWO_NONE = (None, None)
+cdef tuple _ONE_CONST = (-1,)
+
+
 @cython.final
 cdef class Tape(Trace):
     """A Wengert tape: an append-only list of nodes and their local rules.
@@ -189,24 +194,41 @@ cdef class Tape(Trace):
         return self._process(prim, args, vals, ans, params)
 
     cdef object _process(self, PrimitiveBase prim, tuple args, tuple vals, object ans,
-                         dict params):
+                         dict params, object saved=None):
         cdef Record rec = Record()
         cdef Py_ssize_t i, k, n = len(args)
-        cdef list parents = [], consts = []
-        for k in range(n):
-            x = args[k]
+        cdef list parents, consts
+        cdef object x
+        if n == 1:                      # the common arities without the lists
+            x = args[0]
             if type(x) is Tracer and (<Tracer>x).tape is self:
-                parents.append((<Tracer>x).idx)
-                consts.append(None)
+                rec.parents, rec.consts = ((<Tracer>x).idx,), _ONE_NONE
             else:
-                parents.append(-1)
-                consts.append(vals[k])
+                rec.parents, rec.consts = _ONE_CONST, vals
+        elif n == 2 and type(args[0]) is Tracer and (<Tracer>args[0]).tape is self:
+            x = args[1]
+            if type(x) is Tracer and (<Tracer>x).tape is self:
+                rec.parents = ((<Tracer>args[0]).idx, (<Tracer>x).idx)
+                rec.consts = _TWO_NONE
+            else:
+                rec.parents = ((<Tracer>args[0]).idx, -1)
+                rec.consts = (None, vals[1])
+        else:
+            parents, consts = [], []
+            for k in range(n):
+                x = args[k]
+                if type(x) is Tracer and (<Tracer>x).tape is self:
+                    parents.append((<Tracer>x).idx)
+                    consts.append(None)
+                else:
+                    parents.append(-1)
+                    consts.append(vals[k])
+            rec.parents = tuple(parents)
+            rec.consts = tuple(consts)
         rec.prim = prim
-        rec.parents = tuple(parents)
-        rec.consts = tuple(consts)
         rec.params = params
-        rec.saved = prim_save(prim, vals, ans)
-        if type(ans) is np.ndarray and (<object>ans).ndim == 0 and \
+        rec.saved = prim_save(prim, vals, ans) if saved is None else saved
+        if type(ans) is np.ndarray and arr_ndim(ans) == 0 and \
                 (<object>ans).dtype is _FLOAT64:
             ans = float(ans)
         rec.ans = ans

@@ -88,12 +88,11 @@ cdef inline void _accumulate(Py_ssize_t j, object c, double *adj,
         oadj[j] = dense
         hobj[j] = 2 if type(dense) is np.ndarray else 1
         return
-    if not hobj[j] and type(c) is np.ndarray and (<object>c).ndim == 0 and \
+    if not hobj[j] and type(c) is np.ndarray and arr_ndim(c) == 0 and \
             (<object>c).dtype is _FLOAT64:
         adj[j] += <double>float(c)
-    elif hobj[j] == 2 and type(c) is np.ndarray and \
-            (<object>oadj[j]).shape == (<object>c).shape and \
-            (<object>oadj[j]).dtype is (<object>c).dtype:
+    elif hobj[j] == 2 and type(c) is np.ndarray and type(oadj[j]) is np.ndarray and \
+            arr_same_layout(oadj[j], c):
         np.add(oadj[j], c, out=oadj[j])
     elif hobj[j]:
         cur = oadj[j] + c

@@ -240,7 +240,13 @@ cdef object replay_nodes(Tape tp, bint partials):
                     pid = <Py_ssize_t>parents[k]
                     argl[k] = tp.value(pid) if pid >= 0 else consts[k]
                 args = tuple(argl)
-                ans = rec.prim.impl(*args, **rec.params)
+                fused = None
+                if partials and (<PrimitiveBase>rec.prim).fwd_saved is not None:
+                    fused = rec.prim.fwd_saved(*args, **rec.params)
+                if fused is None:
+                    ans = rec.prim.impl(*args, **rec.params)
+                else:
+                    ans = (<tuple>fused)[0]
                 if type(ans) is np.ndarray and (<object>ans).ndim == 0 and \
                         (<object>ans).dtype is _FLOAT64:
                     ans = float(ans)
@@ -249,7 +255,9 @@ cdef object replay_nodes(Tape tp, bint partials):
                     raise TapeReplayError(
                         f"node {i} ({rec.prim}) changed shape on replay; re-record")
                 rec.ans = ans
-                if partials:
+                if fused is not None:
+                    rec.saved = (<tuple>fused)[1]
+                elif partials:
                     rec.saved = rec.prim.save(args, ans)
                 if isinstance(ans, float):
                     tp.val[i] = ans

@@ -95,6 +95,7 @@ class Primitive(_core.PrimitiveBase):
         self.jvp_any = None
         self.jvp_batched = None
         self.save_fn = None
+        self.fwd_saved = None
         #: the declared batched JVP (a rule, PER_DIRECTION or BROADCAST; None: undeclared)
         self.batching = None
         #: the sparsity rule (tapead.patterns; None: undeclared) and why it is

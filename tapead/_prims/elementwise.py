@@ -50,8 +50,8 @@ def _is_ones_like(g, v) -> bool:
 
 def _times_fresh(d, g):
     """g * d, written into d when d is a new array of the result's shape."""
-    if isinstance(d, Box) and _is_ones_like(g, d):       # no mul node on an outer tape
-        return d
+    if (type(d) is np.ndarray or isinstance(d, Box)) and _is_ones_like(g, d):
+        return d                     # g is a broadcast 1: no pass (no node on an outer tape)
     if type(d) is np.ndarray:
         if type(g) is np.ndarray:
             if g.shape == d.shape and g.dtype == d.dtype:
@@ -142,6 +142,44 @@ def _sin_given_cos(x, c):
     return np.sin(x)
 
 
+# sin and cos of a float64 array on a tape: both values from one C pass
+# (``_core.sin_with_cos``, numpy's bits), the partner kept as a trailing
+# residual, so the reverse pass multiplies by it instead of computing the other
+# function again.  Without the residual (float32, complex, boxes, a numpy
+# whose sine differs from libm's) the rules fall back to the hint partners.
+# With the partner saved the rule never reads x, so the tape keeps only x's
+# shape: the node costs two arrays (value and partner), as sin's value and x did.
+def _sin_fwd(x):
+    both = _core.sin_with_cos(x)
+    return None if both is None else (both[0], (ShapeOnly(x), both[1]))
+
+
+def _cos_fwd(x):
+    both = _core.sin_with_cos(x)
+    return None if both is None else (both[1], (ShapeOnly(x), both[0]))
+
+
+def _times_saved(g, p, sign):
+    """sign * g * p for a saved residual p: a new array (p is never written into,
+    nor handed out, so a second pullback sees it unchanged)."""
+    if type(g) is np.ndarray or type(g) is float:
+        out = np.multiply(g, p)
+        return out if sign > 0 else np.negative(out, out=out)
+    return g * p if sign > 0 else -(g * p)
+
+
+def _sin_vjp(g, ans, x, c=None):
+    if c is None:
+        return _times_fresh(_cos_given_sin(x, ans), g)
+    return _times_saved(g, c, 1.0)
+
+
+def _cos_vjp(g, ans, x, s=None):
+    if s is None:
+        return _times_fresh(-_sin_given_cos(x, ans), g)
+    return _times_saved(g, s, -1.0)
+
+
 LN2 = float(np.log(2.0))
 LN10 = float(np.log(10.0))
 
@@ -179,7 +217,23 @@ arccosh = _unary("arccosh", np.arccosh, lambda x, a: 1.0 / sqrt(x * x - 1.0), uf
 arctanh = _unary("arctanh", np.arctanh, lambda x, a: 1.0 / (1.0 - x * x), ufunc=np.arctanh)
 cbrt = _unary("cbrt", np.cbrt, lambda x, a: 1.0 / (3.0 * a * a), saves=(), ufunc=np.cbrt)
 UFUNCS[sps.expit] = sigmoid
+
+
+# derivatives of the form 1 / q: the rules divide by q (one pass) instead of
+# forming 1 / q and multiplying (two passes and a temporary); exp's rule
+# already multiplies by its own output, tanh's sweep shortcut uses its output
+def _divided(f, q):
+    f.prim.defvjp(lambda g, ans, x: g / q(x, ans))
+    f.prim.defjvp(lambda t, ans, x: t / q(x, ans))
+
+
+_divided(log, lambda x, a: x)
+_divided(log1p, lambda x, a: 1.0 + x)
+_divided(log2, lambda x, a: x * LN2)
+_divided(log10, lambda x, a: x * LN10)
 tanh.prim.fast_vjp = _core.FAST_VJP["tanh"]
+sin.prim.fwd_saved, sin.prim.vjps = _sin_fwd, [_sin_vjp]
+cos.prim.fwd_saved, cos.prim.vjps = _cos_fwd, [_cos_vjp]
 
 #: holomorphic functions: the same rules hold for complex values (JAX's convention:
 #: the cotangent of z is multiplied by f'(z), not its conjugate)
@@ -214,8 +268,8 @@ absolute.prim.complex_ok = True
 def _binary(name, npfunc, dx, dy, saves=None, ufunc=None):
     opcode = OP[name]
     prim = Primitive(name, npfunc, saves=saves, opcode=opcode, elementwise=True)
-    prim.defvjp(lambda g, ans, x, y: unbroadcast(x, g * dx(x, y, ans)),
-                lambda g, ans, x, y: unbroadcast(y, g * dy(x, y, ans)))
+    prim.defvjp(lambda g, ans, x, y: unbroadcast(x, _times(g, dx(x, y, ans))),
+                lambda g, ans, x, y: unbroadcast(y, _times(g, dy(x, y, ans))))
     prim.defjvp(lambda t, ans, x, y: t * dx(x, y, ans),
                 lambda t, ans, x, y: t * dy(x, y, ans))
     defelementwise(prim)
@@ -259,6 +313,11 @@ def _pow_dx(x, y, ans):
         # _powc_partial computes the same expressions)
         if y == 2:
             return 2.0 * x
+        if type(x) is np.ndarray and x.dtype.kind == "f" and (y == 3 or y == 4):
+            d = x * x                # the same products, in one new array
+            if y == 4:
+                np.multiply(d, x, out=d)
+            return np.multiply(d, float(y), out=d)
         if y == 3:
             return 3.0 * (x * x)
         if y == 4:
@@ -329,6 +388,7 @@ def _times(g, v):
 
 multiply.prim.defvjp(lambda g, ans, x, y: unbroadcast(x, _times(g, y)),
                      lambda g, ans, x, y: unbroadcast(y, _times(g, x)))
+multiply.prim.fused_jvp = _core.FUSED_JVP["mul"]   # forward mode: tx*y + ty*x in one C pass
 multiply.prim.defsparsity(patterns.PRODUCT)  # a constant factor's zeros cut the dependence
 
 for _f in (add, subtract, multiply, divide, power):

@@ -1,0 +1,135 @@
+# Fused elementwise kernels (included by _core.pyx): one pass over memory
+# where numpy would make two, for the forward rules that keep a partner value
+# for the reverse pass.
+#
+# ``sin_with_cos(x)`` computes sin(x) and cos(x) of a float64 array in one C
+# loop (glibc's ``sincos``: one range reduction for both).  The values must be
+# numpy's bit for bit, so the first call compares the kernel with np.sin and
+# np.cos on a probe array spanning small, large and special arguments; when
+# they differ in any bit (a numpy built with its own vectorised sine), the
+# kernels return None and the callers use numpy.
+
+cdef extern from "_fused.h" nogil:
+    void tapead_sincos(double x, double *s, double *c)
+    void tapead_mul_tangent(const double *tx, const double *y, const double *ty,
+                            const double *x, double *out, long n)
+
+cdef enum:
+    SINCOS_NOGIL = 4096          # release the GIL from this many elements on
+
+
+cdef void sincos_loop(const double *x, double *s, double *c, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        tapead_sincos(x[i], &s[i], &c[i])
+
+
+cdef tuple _sincos_raw(object x):
+    """(sin x, cos x) of a C-contiguous float64 array with at least one dimension."""
+    cdef object s = np.empty_like(x), c = np.empty_like(x)
+    cdef Py_ssize_t n = (<object>x).size
+    if n == 0:
+        return s, c
+    cdef const double[::1] xv = (<object>x).reshape(-1)
+    cdef double[::1] sv = s.reshape(-1), cv = c.reshape(-1)
+    if n >= SINCOS_NOGIL:
+        with nogil:
+            sincos_loop(&xv[0], &sv[0], &cv[0], n)
+    else:
+        sincos_loop(&xv[0], &sv[0], &cv[0], n)
+    return s, c
+
+
+cdef int _sincos_state = -1       # -1 not checked yet, 0 numpy differs, 1 identical
+
+
+cdef bint _sincos_matches_numpy():
+    """Whether the kernel gives np.sin's and np.cos's bits on a probe array."""
+    global _sincos_state
+    if _sincos_state < 0:
+        rng = np.random.default_rng(12345)
+        probe = np.concatenate([
+            rng.uniform(-1.0, 1.0, 2048), rng.uniform(-100.0, 100.0, 2048),
+            rng.standard_normal(1024) * 1e6, rng.standard_normal(256) * 1e200,
+            np.array([0.0, -0.0, 1e-310, -1e-310, np.pi, -np.pi / 2, 1e22,
+                      np.inf, -np.inf, np.nan, 5e-324])])
+        with np.errstate(all="ignore"):
+            s, c = _sincos_raw(probe)
+            ok = (np.array_equal(s, np.sin(probe), equal_nan=True)
+                  and np.array_equal(c, np.cos(probe), equal_nan=True)
+                  and np.array_equal(np.signbit(s), np.signbit(np.sin(probe))))
+        _sincos_state = 1 if ok else 0
+    return _sincos_state == 1
+
+
+cdef inline bint _sincos_fits(object x):
+    return (type(x) is np.ndarray and (<object>x).dtype is _FLOAT64
+            and (<object>x).ndim > 0 and (<object>x).flags.c_contiguous)
+
+
+def sin_with_cos(x):
+    """``(np.sin(x), np.cos(x))`` in one pass, or None.
+
+    Parameters
+    ----------
+    x : ndarray
+        float64, C-contiguous, at least one dimension; anything else gives
+        None (the caller uses numpy).
+
+    Returns
+    -------
+    tuple of two ndarrays of x's shape, or None
+        Bit-identical to numpy's ``sin`` and ``cos`` (checked once per process
+        against numpy; None when they differ on this build).
+    """
+    if not _sincos_fits(x) or not _sincos_matches_numpy():
+        return None
+    return _sincos_raw(x)
+
+
+def sincos_kernel_active():
+    """Whether ``sin_with_cos`` is in use (its values match numpy's here)."""
+    return _sincos_matches_numpy()
+
+
+# --------------------------------------------------------------------------
+# forward mode: the tangent of a product of two dual arrays in one pass
+# --------------------------------------------------------------------------
+
+cdef enum:
+    FUSED_JVP_MUL = 1           # x * y: tx * y + ty * x
+
+
+cdef inline bint _plain_f64(object a, object like):
+    return (type(a) is np.ndarray and arr_type(a) == cnp.NPY_DOUBLE
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            and cnp.PyArray_SAMESHAPE(<cnp.ndarray>a, <cnp.ndarray>like))
+
+
+cdef object mul_tangent(object tx, object y, object ty, object x):
+    """tx * y + ty * x for float64 C-contiguous arrays of one shape (else None):
+    numpy's three passes in one, bit for bit."""
+    if not (type(x) is np.ndarray and arr_type(x) == cnp.NPY_DOUBLE
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x)):
+        return None
+    if not (_plain_f64(tx, x) and _plain_f64(y, x) and _plain_f64(ty, x)):
+        return None
+    out = np.empty_like(x)
+    cdef Py_ssize_t n = (<object>x).size
+    if n == 0:
+        return out
+    cdef const double[::1] txv = tx.reshape(-1), yv = y.reshape(-1), tyv = ty.reshape(-1)
+    cdef const double[::1] xv = x.reshape(-1)
+    cdef double[::1] ov = out.reshape(-1)
+    with nogil:
+        tapead_mul_tangent(&txv[0], &yv[0], &tyv[0], &xv[0], &ov[0], n)
+    return out
+
+
+def fused_mul_tangent(tx, y, ty, x):
+    """``tx * y + ty * x`` in one pass for float64 C-contiguous arrays of one
+    shape, else None (the tangent of ``x * y`` for dual numbers)."""
+    return mul_tangent(tx, y, ty, x)
+
+
+FUSED_JVP = {"mul": FUSED_JVP_MUL}

@@ -1,0 +1,185 @@
+"""Fused elementwise kernels: numpy's values bit for bit, the same derivatives.
+
+``sin`` and ``cos`` of a float64 array on a tape take both values from one C
+pass (``_core.sin_with_cos``) and keep the partner for the reverse pass.  These
+tests pin that the values are numpy's, that every path that cannot use the
+kernel falls back to numpy, and that derivatives match the closed forms, the
+unfused rules and JAX.
+"""
+import numpy as np
+import pytest
+
+import tapead as ta
+from tapead import _core
+from tapead._core import Tape
+from tapead._prims import elementwise as E
+
+active = pytest.mark.skipif(not _core.sincos_kernel_active(),
+                            reason="this numpy's sine differs from libm's; the kernel is off")
+
+
+def _probe():
+    rng = np.random.default_rng(7)
+    return np.concatenate([rng.uniform(-1, 1, 3000), rng.uniform(-1e4, 1e4, 3000),
+                           rng.standard_normal(500) * 1e12,
+                           [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-300, np.pi]])
+
+
+@active
+@pytest.mark.parametrize("shape", [(1,), (7,), (6507,), (3, 5), (2, 3, 4)])
+def test_sin_with_cos_is_numpys_bit_for_bit(shape):
+    x = _probe()[:int(np.prod(shape))].reshape(shape)
+    s, c = _core.sin_with_cos(x)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(s, np.sin(x))
+        np.testing.assert_array_equal(c, np.cos(x))
+        assert np.array_equal(np.signbit(s), np.signbit(np.sin(x)))
+    assert s.shape == c.shape == shape and s.dtype == c.dtype == np.float64
+
+
+@pytest.mark.parametrize("x", [
+    np.ones(5, dtype=np.float32),                 # numpy's float32 sine is its own
+    np.ones(5, dtype=np.complex128),
+    np.ones(10)[::2],                             # not C-contiguous
+    np.asfortranarray(np.ones((3, 4))),
+    np.array(0.5),                                # 0-d: np.sin returns a scalar
+    [0.5, 1.0],                                   # not an array
+    0.5,
+], ids=["f32", "complex", "strided", "fortran", "0d", "list", "float"])
+def test_sin_with_cos_declines_what_numpy_must_compute(x):
+    assert _core.sin_with_cos(x) is None
+
+
+def test_empty_array():
+    if not _core.sincos_kernel_active():
+        pytest.skip("kernel off")
+    s, c = _core.sin_with_cos(np.empty((0, 3)))
+    assert s.shape == c.shape == (0, 3)
+
+
+def _closed_form(x):
+    """gradient of sum(sin(x[:-1]) * x[1:] + cos(x)**2)"""
+    g = -2.0 * np.cos(x) * np.sin(x)
+    g[:-1] += np.cos(x[:-1]) * x[1:]
+    g[1:] += np.sin(x[:-1])
+    return g
+
+
+def _f(x):
+    return np.sum(np.sin(x[:-1]) * x[1:]) + np.sum(np.cos(x) ** 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gradient_matches_closed_form_and_unfused_rules(dtype, monkeypatch):
+    x = np.random.default_rng(0).uniform(-3, 3, 2000).astype(dtype)
+    g = ta.grad(_f)(x)
+    assert g.dtype == dtype
+    tol = 1e-14 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(g, _closed_form(x.astype(np.float64)), rtol=tol, atol=tol)
+    monkeypatch.setattr(E.sin.prim, "fwd_saved", None)
+    monkeypatch.setattr(E.cos.prim, "fwd_saved", None)
+    np.testing.assert_array_equal(ta.grad(_f)(x), g)     # the same numbers, unfused
+
+
+def test_tape_keeps_the_partner_and_counts_it():
+    x = np.linspace(-1, 1, 1000)
+    tape = Tape()
+    tx = tape.input(x)
+    s = np.sin(tx)
+    rec = tape.record(s.idx)
+    if _core.sincos_kernel_active():
+        assert len(rec.saved) == 2
+        np.testing.assert_array_equal(rec.saved[1], np.cos(x))
+        # sin's value and its cosine (x's shape only: the rule never reads x)
+        assert tape.memory()["values"] == 2 * x.nbytes
+    np.testing.assert_array_equal(s.primal, np.sin(x))
+
+
+def test_replay_recomputes_the_partner():
+    x = np.linspace(-1, 1, 50)
+    tape = Tape()
+    tx = tape.input(x)
+    out = np.sum(np.cos(tx) * tx)
+    x2 = x * 1.7 + 0.3
+    tape.replay([x2])
+    (g,) = tape.backward([out.idx], [1.0], [tx.idx])
+    np.testing.assert_allclose(g, np.cos(x2) - x2 * np.sin(x2), rtol=1e-15, atol=1e-15)
+
+
+def test_cotangent_arrays_are_not_aliased_to_the_saved_partner():
+    # a sum's cotangent is a broadcast 1: the rule must not hand back (or write
+    # into) the saved partner where the caller could mutate it
+    x = np.linspace(-1, 1, 20)
+    out, pullback = ta.vjp(lambda v: np.cos(v), x)
+    g1 = pullback(np.ones(20))[0]
+    g1 *= 0.0
+    g2 = pullback(np.ones(20))[0]
+    np.testing.assert_allclose(g2, -np.sin(x), rtol=1e-15)
+
+
+def test_second_order_through_sin_and_cos():
+    x = np.random.default_rng(1).uniform(-2, 2, 6)
+    H = ta.hessian(lambda v: np.sum(np.sin(v) * np.cos(v[::-1])))(x)
+    # d2/dxi dxj of the terms sin(x_i) cos(x_{5-i})
+    ref = np.zeros((6, 6))
+    for i in range(6):
+        j = 5 - i
+        ref[i, i] += -np.sin(x[i]) * np.cos(x[j])
+        ref[j, j] += -np.sin(x[i]) * np.cos(x[j])
+        ref[i, j] += np.cos(x[i]) * -np.sin(x[j])
+        ref[j, i] += np.cos(x[i]) * -np.sin(x[j])
+    np.testing.assert_allclose(H, ref, rtol=1e-13, atol=1e-14)
+
+
+def test_hvp_matches_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    x = np.random.default_rng(2).uniform(-2, 2, 300)
+    v = np.random.default_rng(3).standard_normal(300)
+    f = lambda a, m: m.sum(m.sin(a[:-1]) * a[1:]) + m.sum(m.cos(a) ** 3)   # noqa: E731
+    ours = ta.hvp(lambda a: f(a, np), (x,), (v,))
+    ref = jax.jvp(jax.grad(lambda a: f(a, jnp)), (x,), (v,))[1]
+    np.testing.assert_allclose(ours, np.asarray(ref), rtol=1e-12, atol=1e-12)
+    g = ta.grad(lambda a: f(a, np))(x)
+    np.testing.assert_allclose(g, np.asarray(jax.grad(lambda a: f(a, jnp))(x)),
+                               rtol=1e-13, atol=1e-13)
+
+
+# -- forward mode: the tangent of a product of two dual arrays in one pass ------
+
+def test_mul_tangent_is_numpys_three_passes_bit_for_bit():
+    rng = np.random.default_rng(4)
+    tx, y, ty, x = (rng.standard_normal((37, 3)) * 10.0 ** rng.integers(-100, 100, (37, 3))
+                    for _ in range(4))
+    out = _core.fused_mul_tangent(tx, y, ty, x)
+    np.testing.assert_array_equal(out, tx * y + ty * x)
+
+
+@pytest.mark.parametrize("case", ["f32", "shape", "strided", "int"])
+def test_mul_tangent_declines_other_layouts(case):
+    a = np.ones(6)
+    args = {"f32": (a.astype(np.float32), a, a, a), "shape": (np.ones(5), a, a, a),
+            "strided": (np.ones(12)[::2], a, a, a), "int": (a, a, a, np.ones(6, int))}[case]
+    assert _core.fused_mul_tangent(*args) is None
+
+
+def test_jvp_and_hvp_of_products_equal_the_unfused_rules(monkeypatch):
+    rng = np.random.default_rng(5)
+    x, v = rng.uniform(-2, 2, 500), rng.standard_normal(500)
+    f = lambda u: np.sum((u * u) * (u ** 4) * np.sin(u))          # noqa: E731
+    t = ta.jvp(lambda u: u * np.cos(u), (x,), (v,))[1]
+    h = ta.hvp(f, (x,), (v,))
+    monkeypatch.setattr(E.multiply.prim, "fused_jvp", 0)
+    np.testing.assert_array_equal(ta.jvp(lambda u: u * np.cos(u), (x,), (v,))[1], t)
+    np.testing.assert_array_equal(ta.hvp(f, (x,), (v,)), h)
+    # and against the closed form of d/du (u cos u) . v
+    np.testing.assert_allclose(t, (np.cos(x) - x * np.sin(x)) * v, rtol=1e-14, atol=1e-14)
+
+
+def test_integer_power_derivative_is_the_products():
+    x = np.random.default_rng(6).uniform(-2, 2, 100)
+    np.testing.assert_array_equal(ta.grad(lambda u: np.sum(u ** 4))(x), 4.0 * (x * x * x))
+    np.testing.assert_array_equal(ta.grad(lambda u: np.sum(u ** 3))(x), 3.0 * (x * x))
+    h = ta.hvp(lambda u: np.sum(u ** 4), (x,), (np.ones(100),))
+    np.testing.assert_allclose(h, 12.0 * x * x, rtol=1e-14)
