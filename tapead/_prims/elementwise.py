@@ -17,7 +17,7 @@ from tapead._core import Box, concrete, is_complex, lanes_of
 from tapead._core import apply_binary as binary, apply_unary as unary
 from tapead import patterns
 from tapead._prims import batching
-from tapead._prims.base import BROADCAST, VMAP_ELEMENTWISE, Primitive, defelementwise, defzero
+from tapead._prims.base import BROADCAST, VMAP_ELEMENTWISE, Primitive, ShapeOnly, defelementwise, defzero
 from tapead._prims.structural import unbroadcast
 from tapead.errors import NonDifferentiableError
 
