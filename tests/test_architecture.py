@@ -89,3 +89,29 @@ def test_function_local_imports_say_why():
                 bad.append(f"{p.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not bad, ("a function-local import of a tapead module: move it to module level, "
                      "or say why it stays (# cycle: ... -> here):\n" + "\n".join(bad))
+
+
+def _contract_layers():
+    import tomllib
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    for c in cfg["tool"]["importlinter"]["contracts"]:
+        if c["type"] == "layers":
+            return [" | ".join(sorted(x.strip() for x in layer.split("|")))
+                    for layer in c["layers"]]
+    raise AssertionError("no layers contract in pyproject.toml")
+
+
+def test_the_architecture_page_draws_the_contract():
+    """docs/architecture.md's diagram lists the layers of the contract, top to
+    bottom (the first column of its lines that are followed by a caret line)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("## Layers (imports point one way)", 1)[1].split("```", 2)[1]
+    lines = block.splitlines()
+    drawn = []
+    for i, line in enumerate(lines):
+        if line[:1].strip() and not line.startswith(" "):
+            names = line.split("   ")[0].strip()
+            drawn.append(" | ".join(sorted(x.strip() for x in names.split("|"))))
+    assert drawn == _contract_layers(), (
+        "the diagram in docs/architecture.md and [tool.importlinter] disagree:\n"
+        f"drawn    {drawn}\ncontract {_contract_layers()}")
