@@ -23,10 +23,11 @@ from __future__ import annotations
 import numpy as np
 
 from tapead import patterns
-from tapead._core import Box, bind, is_complex
+from tapead._core import Box, bind, is_complex, lanes_of
 from tapead._prims.base import Primitive
 from tapead._prims import batching
-from tapead._prims.elementwise import conjugate, unbroadcast
+from tapead._prims.elementwise import conjugate, real, unbroadcast
+from tapead._prims.shape import concatenate, getitem, roll
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "fftn", "ifftn", "rfft2",
            "irfft2", "rfftn", "irfftn", "fftshift", "ifftshift", "fftfreq", "rfftfreq"]
@@ -59,7 +60,6 @@ fft_p.complex_ok = True      # C-linear: the transpose, no conjugate (JAX's conv
 # real to half-spectrum ------------------------------------------------------------
 def _resize(x, axis, n):
     """Crop or zero-pad ``x`` along ``axis`` to length ``n`` (as numpy's ``n=``)."""
-    from tapead._prims.shape import concatenate, getitem  # cycle: _prims.shape -> here
     m = np.shape(x)[axis]
     if n == m:
         return x
@@ -72,13 +72,11 @@ def _resize(x, axis, n):
 
 
 def _dtype_of(x):
-    from tapead._core import lanes_of  # local: only this path needs it
     return np.result_type(lanes_of(x))
 
 
 def _rfft_vjp(g, ans, x, axis, norm):
     n = np.shape(x)[axis]
-    from tapead._prims.elementwise import real  # cycle: _prims.elementwise -> here
     return real(bind(fft_p, _resize(g, axis, n), axes=(axis,), inverse=False, norm=norm))
 
 
@@ -332,7 +330,6 @@ def irfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
 
 
 def _shift(name, x, axes, sign):
-    from tapead._prims.shape import roll  # cycle: _prims.shape -> here
     if not isinstance(x, Box):
         return getattr(np.fft, name)(x, axes=axes)
     if axes is None:

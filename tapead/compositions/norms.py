@@ -10,7 +10,7 @@ import numpy as np
 
 from tapead._core import Box, concrete
 from tapead._prims.elementwise import absolute, sqrt
-from tapead._prims.linalg_decomp import svdvals
+from tapead._prims.linalg_svd import svdvals
 from tapead._prims.reductions import _abs2, _as_const, _pack, max, min, sum
 from tapead._prims.shape import moveaxis
 from tapead._prims.structural import reshape

@@ -14,8 +14,8 @@ from tapead._prims.contract import linalg_trace as trace  # noqa: F401
 from tapead._prims.contract import matrix_transpose, tensordot  # noqa: F401
 from tapead._prims.linalg import (  # noqa: F401
     det, inv, lstsq, matmul, outer, pinv, slogdet, solve)
-from tapead._prims.linalg_decomp import (  # noqa: F401
-    cholesky, eig, eigh, eigvals, eigvalsh, qr, svd, svdvals)
+from tapead._prims.linalg_decomp import cholesky, eig, eigh, eigvals, eigvalsh, qr  # noqa: F401
+from tapead._prims.linalg_svd import svd, svdvals  # noqa: F401
 from tapead.compositions.numpy_extra import matrix_power, multi_dot  # noqa: F401
 from tapead.compositions.norms import norm  # noqa: F401
 
