@@ -91,7 +91,7 @@ cdef class Tracer:
             return out
         raise TypeError(array_conversion_message(self, dtype))
 
-    def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
+    def __getitem__(self, idx): return box_getitem(self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
     def __len__(self):
         shape = self.shape
@@ -200,7 +200,7 @@ cdef class Dual:
             return out
         raise TypeError(array_conversion_message(self, dtype))
 
-    def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
+    def __getitem__(self, idx): return box_getitem(self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
     def __len__(self):
         shape = self.shape

@@ -291,7 +291,7 @@ cdef class Tape(Trace):
         seen = set()
         values = 0
         for i in range(self.n):
-            if self.op[i] >= FIRST_BINARY:
+            if self.op[i] >= FIRST_BINARY or self.op[i] == OP_ELEM:
                 n_scalar += 1
         values += n_scalar * 3 * sizeof(double)
 
@@ -360,6 +360,8 @@ cdef class Tape(Trace):
         cdef Record rec
         cdef int o
         cdef bint all_fast = True
+        cdef _ElemTarget tgt = _ElemTarget()
+        tgt.pid = -1
         self._check_partials("backward")
         for i in outputs:
             if i < 0 or i >= nn:
@@ -420,6 +422,8 @@ cdef class Tape(Trace):
                     steps += 1
                     prim = rec.prim
                     fast = (<PrimitiveBase>prim).fast_vjp
+                    if fast == FAST_PACK and pack_reverse(rec, gobj, adj):
+                        continue
                     for k in range(len(rec.parents)):
                         pid = rec.parents[k]
                         if pid < 0:
@@ -433,6 +437,8 @@ cdef class Tape(Trace):
                                 check_cotangent_kind(<PrimitiveBase>prim, c,
                                                      not self._is_complex_node(pid))
                             _accumulate(pid, c, adj, hobj, oadj)
+                elif o == OP_ELEM:
+                    steps += elem_reverse(self, i, adj, hobj, oadj, tgt)
                 elif hobj[i]:
                     gobj = _settle(oadj[i])
                     if adj[i] != 0.0:
