@@ -101,6 +101,8 @@ cdef class Tracer:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
     def __getattr__(self, name):
+        if name in _NUMPY_PROBES:       # np.array([...]) asks every element for these
+            raise AttributeError(name)
         return _box_methods["getattr"](self, name)
 
     @property
@@ -210,6 +212,8 @@ cdef class Dual:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
     def __getattr__(self, name):
+        if name in _NUMPY_PROBES:       # np.array([...]) asks every element for these
+            raise AttributeError(name)
         return _box_methods["getattr"](self, name)
 
     @property

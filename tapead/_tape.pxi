@@ -79,6 +79,7 @@ cdef class Tape(Trace):
     cdef Py_ssize_t adj_cap
     cdef bint sweeping
     cdef readonly bint partials_stale   # last replay computed values only
+    cdef dict elem_ids              # array node id -> its element nodes' ids (small vectors)
 
     def __cinit__(self, Py_ssize_t capacity=256):
         if capacity < 16:

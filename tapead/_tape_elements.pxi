@@ -94,11 +94,16 @@ cdef object box_getitem(object x, object idx):
     ``getitem`` primitive."""
     cdef Tracer t
     cdef Dual d
+    cdef Record rec
     cdef Py_ssize_t flat, flat_t
     cdef double v, dt
     if type(x) is Tracer:
         t = <Tracer>x
         if t.oval is not None and t.tape.active and element_at(t.oval, idx, &flat, &v):
+            rec = _stack_of_scalars(t.tape, t.idx)
+            if rec is not None and <Py_ssize_t>rec.parents[flat] >= 0:
+                # an element of a stack of scalars is that scalar's node
+                return new_tracer(t.tape, <Py_ssize_t>rec.parents[flat], v, None)
             return t.tape.push_scalar(OP_ELEM, t.idx, flat, v, 1.0, 0.0)
     elif type(x) is Dual:
         d = <Dual>x
