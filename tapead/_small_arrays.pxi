@@ -270,7 +270,7 @@ cdef inline int _const_opcode(int op, bint const_second):
 cdef inline Tape _small_tape(object v, Py_ssize_t *n):
     """The tape of ``v`` when it is an active small-vector tracer, else None."""
     cdef Tracer t
-    if type(v) is Tracer:
+    if type(v) is Tracer and _ELEMENT_PATHS:
         t = <Tracer>v
         if t.oval is not None and t.tape.active and _small_vector(t.oval):
             n[0] = cnp.PyArray_DIM(<cnp.ndarray>t.oval, 0)
@@ -373,7 +373,7 @@ cpdef object pack_scalars(object seq):
     else:
         return None
     n = len(items)
-    if n == 0 or _STACK_PRIM is None:
+    if n == 0 or _STACK_PRIM is None or not _ELEMENT_PATHS:
         return None
     for k in range(n):
         e = items[k]

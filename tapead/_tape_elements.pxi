@@ -19,6 +19,19 @@ cimport numpy as cnp
 cnp.import_array()
 
 
+cdef bint _ELEMENT_PATHS = True     # off: every x[i] and small vector takes the generic path
+
+
+def use_element_paths(bint on):
+    """Turn the element and small-vector fast paths on or off (tests compare
+    the two: values bit for bit, derivatives to rounding); returns the
+    previous setting."""
+    global _ELEMENT_PATHS
+    cdef bint before = _ELEMENT_PATHS
+    _ELEMENT_PATHS = on
+    return before
+
+
 cdef inline bint _int_index(object i, Py_ssize_t n, Py_ssize_t *out):
     """``i`` as a position in range(n) (negatives wrap), False when ``i`` is
     not a plain integer (bools are not) or is out of range."""
@@ -97,7 +110,9 @@ cdef object box_getitem(object x, object idx):
     cdef Record rec
     cdef Py_ssize_t flat, flat_t
     cdef double v, dt
-    if type(x) is Tracer:
+    if not _ELEMENT_PATHS:
+        pass
+    elif type(x) is Tracer:
         t = <Tracer>x
         if t.oval is not None and t.tape.active and element_at(t.oval, idx, &flat, &v):
             rec = _stack_of_scalars(t.tape, t.idx)

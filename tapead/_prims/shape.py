@@ -237,6 +237,10 @@ def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     if not _any_box(*arrays):
         return np.stack(arrays, axis=axis, out=out, dtype=dtype, casting=casting)
     _no_out_dtype("stack", out, dtype, casting)
+    if axis == 0:
+        packed = _core.pack_scalars(arrays)     # scalar tracers: one record, in C
+        if packed is not None:
+            return packed
     shape = _shape(arrays[0])
     if any(_shape(x) != shape for x in arrays):
         raise ValueError("all input arrays must have the same shape, got "
