@@ -378,3 +378,90 @@ def test_against_jax():
         x = _point(shape, layout, 7)
         np.testing.assert_allclose(ta.grad(f)(x), jax.grad(lambda a: f(a, jnp))(x),
                                    rtol=1e-12, atol=1e-14)
+
+
+# ---------------------------------------------------------------------------
+# random programs mixing small vectors, x[i], np.stack and vectorised ops
+# ---------------------------------------------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+N_STATE = 3
+_VEC_UNARY = ("sin", "cos", "tanh", "exp", "square")
+_BIN = ("add", "sub", "mul", "div")
+
+
+def _binop(name, a, b, m):
+    if name == "add":
+        return a + b
+    if name == "sub":
+        return a - b
+    if name == "mul":
+        return a * b
+    return a / (1.5 + m.cos(b))                  # a denominator in [0.5, 2.5]
+
+
+def run_program(prog, x, m=np):
+    """Interpret ``prog`` on vector ``x`` with numpy-like namespace ``m``.
+
+    The state is a list of vectors (length N_STATE) and scalars; each
+    instruction appends one value computed from earlier ones."""
+    vecs, scals = [x], [x[0]]
+    for ins in prog:
+        kind = ins[0]
+        if kind == "vun":                          # elementwise on a vector
+            vecs.append(getattr(m, ins[1])(vecs[ins[2] % len(vecs)] * 0.5))
+        elif kind == "vbin":                       # vector (op) vector / scalar / constant
+            a = vecs[ins[2] % len(vecs)]
+            b = (vecs[ins[3] % len(vecs)], scals[ins[3] % len(scals)], 0.75,
+                 m.asarray(np.linspace(0.5, 1.0, N_STATE)))[ins[4]]
+            vecs.append(_binop(ins[1], a, b, m) if ins[5] else _binop(ins[1], b, a, m))
+        elif kind == "index":                      # x[i]
+            scals.append(vecs[ins[1] % len(vecs)][ins[2] % N_STATE])
+        elif kind == "sbin":                       # scalar (op) scalar
+            scals.append(_binop(ins[1], scals[ins[2] % len(scals)],
+                                scals[ins[3] % len(scals)], m))
+        elif kind == "stack":                      # np.stack / np.array of scalars
+            pick = [scals[j % len(scals)] for j in ins[1]]
+            vecs.append(m.stack(pick) if ins[2] else m.array(pick))
+        elif kind == "reduce":                     # a vectorised reduction
+            v = vecs[ins[1] % len(vecs)]
+            scals.append(m.sum(v * v) * 0.1 if ins[2] else m.dot(v, vecs[0]) * 0.1)
+    return sum(m.sum(v) for v in vecs[1:]) * 0.1 + sum(scals) * 0.1
+
+
+_idx = st.integers(0, 50)
+_instruction = st.one_of(
+    st.tuples(st.just("vun"), st.sampled_from(_VEC_UNARY), _idx),
+    st.tuples(st.just("vbin"), st.sampled_from(_BIN), _idx, _idx, st.integers(0, 3),
+              st.booleans()),
+    st.tuples(st.just("index"), _idx, _idx),
+    st.tuples(st.just("sbin"), st.sampled_from(_BIN), _idx, _idx),
+    st.tuples(st.just("stack"), st.lists(_idx, min_size=N_STATE, max_size=N_STATE),
+              st.booleans()),
+    st.tuples(st.just("reduce"), _idx, st.booleans()),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_instruction, min_size=1, max_size=12),
+       st.lists(st.floats(-1.0, 1.0), min_size=N_STATE, max_size=N_STATE))
+def test_random_programs_agree_with_the_generic_path_jax_and_fd(prog, x):
+    x = np.array(x)
+    f = lambda v: run_program(prog, v)                       # noqa: E731
+    v, g = ta.value_and_grad(f)(x)
+    with generic_paths():
+        v0, g0 = ta.value_and_grad(f)(x)
+    assert v == v0                                           # numpy's values, bit for bit
+    np.testing.assert_allclose(g, g0, rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(g, fd_grad(f, x), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(ta.jacfwd(f)(x), g0, rtol=1e-14, atol=1e-14)
+    np.testing.assert_allclose(ta.hessian(f)(x), fd_hessian(f, x), rtol=1e-5, atol=1e-6)
+    try:
+        import jax
+    except ImportError:
+        return
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    np.testing.assert_allclose(g, jax.grad(lambda v: run_program(prog, v, jnp))(x),
+                               rtol=1e-12, atol=1e-13)
