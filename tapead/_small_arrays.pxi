@@ -408,3 +408,45 @@ cpdef object pack_scalars(object seq):
     if consts:
         (<Record>tp.recs[<Py_ssize_t>tp.p0[(<Tracer>r).idx]]).consts = tuple(cl)
     return r
+
+
+cdef object small_slice(Tracer x, object idx):
+    """``x[a:b:c]`` of a small-vector tracer: a stack of the selected
+    elements' nodes (no new scalar node), or None."""
+    cdef Py_ssize_t n = 0, k
+    cdef Tape tp = _small_tape(x, &n)
+    if tp is None:
+        return None
+    ids = element_ids(tp, x)
+    sel = (<tuple>ids)[idx]
+    if len(sel) == 0:
+        return None
+    for k in range(len(sel)):
+        if <Py_ssize_t>sel[k] < 0:
+            return None
+    return pack_nodes(tp, sel, np.array((<object>x.oval)[idx], dtype=np.float64))
+
+
+cpdef object concat_small(tuple xs):
+    """``np.concatenate(xs)`` of small-vector tracers of one tape (and float64
+    1-d constants none of): one stack of their elements' nodes when the result
+    has at most SMALL_MAX elements, else None."""
+    cdef Py_ssize_t n = 0, total = 0
+    cdef Tape tp = None, t
+    cdef list ids = []
+    for x in xs:
+        t = _small_tape(x, &n)
+        if t is None or (tp is not None and t is not tp):
+            return None
+        tp = t
+        total += n
+    if tp is None or total > SMALL_MAX:
+        return None
+    for x in xs:
+        e = element_ids(tp, <Tracer>x)
+        for k in e:
+            if <Py_ssize_t>k < 0:
+                return None
+        ids.extend(e)
+    value = np.concatenate([(<Tracer>x).oval for x in xs])
+    return pack_nodes(tp, tuple(ids), value)

@@ -120,6 +120,10 @@ cdef object box_getitem(object x, object idx):
                 # an element of a stack of scalars is that scalar's node
                 return new_tracer(t.tape, <Py_ssize_t>rec.parents[flat], v, None)
             return t.tape.push_scalar(OP_ELEM, t.idx, flat, v, 1.0, 0.0)
+        if type(idx) is slice and t.oval is not None:
+            r = small_slice(t, idx)
+            if r is not None:
+                return r
     elif type(x) is Dual:
         d = <Dual>x
         if d.op is not None and d.ftrace.active and element_at(d.op, idx, &flat, &v) \

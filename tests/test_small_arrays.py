@@ -465,3 +465,34 @@ def test_random_programs_agree_with_the_generic_path_jax_and_fd(prog, x):
     import jax.numpy as jnp
     np.testing.assert_allclose(g, jax.grad(lambda v: run_program(prog, v, jnp))(x),
                                rtol=1e-12, atol=1e-13)
+
+
+def test_slices_and_concatenations_of_small_vectors():
+    def f(x, m=np):
+        a, b = x[1:], x[:-1]
+        c = m.concatenate([x[::2], a * 2.0, x[1:2]])
+        return (a * b).sum() + (c * m.sin(c)).sum() + c[3] * x[-1]
+    x = _point((5,), None, 8)
+    tp = Tape()
+    y = tp.input(x)[1:]
+    assert str(tp.record(y.idx).prim) == "<primitive stack>"     # the elements' nodes
+    g, H = ta.grad(f)(x), ta.hessian(f)(x)
+    with generic_paths():
+        g0, H0 = ta.grad(f)(x), ta.hessian(f)(x)
+        v0 = f(Tape().input(x)).primal
+    assert f(Tape().input(x)).primal == v0
+    np.testing.assert_allclose(g, g0, rtol=1e-15, atol=1e-15)
+    np.testing.assert_allclose(H, H0, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(g, fd_grad(f, x), rtol=1e-7, atol=1e-8)
+    jf = ta.jit(ta.value_and_grad(f))
+    x2 = _point((5,), None, 9)
+    v, gj = jf(x2)
+    assert v == f(x2)
+    np.testing.assert_allclose(gj, ta.grad(f)(x2), rtol=1e-15)
+    try:
+        import jax
+    except ImportError:
+        return
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    np.testing.assert_allclose(g, jax.grad(lambda v: f(v, jnp))(x), rtol=1e-12)

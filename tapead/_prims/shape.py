@@ -175,6 +175,10 @@ def concatenate(xs, axis=0, out=None, *, dtype=None, casting="same_kind"):
     xs = tuple(xs)
     if _any_box(*xs):
         _no_out_dtype("concatenate", out, dtype, casting)
+        if axis == 0:
+            packed = _core.concat_small(xs)     # small vectors: one stack record, in C
+            if packed is not None:
+                return packed
         nd = np.ndim(xs[0])
         axis = axis % nd
         return bind(concat_p, *xs, axis=axis, bounds=_concat_bounds(xs, axis),
