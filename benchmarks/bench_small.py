@@ -3,8 +3,9 @@
 S1  B1's loop ``sum(sin(x[i]) * x[i+1])`` with a float64 *array* in (n = 1000,
     10 000): the plain loop on the array, tapead's value and gradient (element
     nodes), ``ta.jit(ta.value_and_grad(f))`` replayed, the same loop on a list
-    of Python floats (math.sin and tapead); peers: autograd, torch eager (one
-    thread), ``jax.jit`` (compile excluded).
+    of Python floats (math.sin, and tapead with tnp.sin as in bench_core's
+    B1); peers: autograd, torch eager (one thread), ``jax.jit`` (compile
+    excluded).
 S2  RK4 on a damped pendulum (a 2-element state), 1000 steps, gradient of the
     final θ² with respect to the initial state: plain numpy, tapead (small
     vectors per element), central differences (2n + 1 runs), ``jax.jit`` and
@@ -29,6 +30,7 @@ import numpy as np
 import pytest
 
 import tapead as ta
+import tapead.numpy as tnp
 
 S1_SIZES = [1000, 10_000]
 S2_SIZES = [2, 4, 8, 16, 32, 64]
@@ -49,6 +51,13 @@ def loop_np(x):
     return s
 
 
+def loop_tnp(x):
+    s = 0.0
+    for i in range(len(x) - 1):
+        s = s + tnp.sin(x[i]) * x[i + 1]
+    return s
+
+
 def loop_math(x):
     s = 0.0
     for i in range(len(x) - 1):
@@ -58,6 +67,7 @@ def loop_math(x):
 
 tapead_vg = ta.value_and_grad(loop_np)
 tapead_jit_vg = ta.jit(ta.value_and_grad(loop_np))
+tapead_vg_list = ta.value_and_grad(loop_tnp)      # a list in: bench_core's B1
 
 
 def exact(x):
@@ -232,7 +242,7 @@ def test_s1_math_loop_on_a_list(benchmark, n):
 def test_s1_tapead_on_a_list(benchmark, n):
     benchmark.group = f"S1 list n={n}"
     x = s1_input(n).tolist()
-    check_s1(_bench(benchmark, tapead_vg, x), x)
+    check_s1(_bench(benchmark, tapead_vg_list, x), x)
 
 
 @pytest.mark.parametrize("n", [1000])
@@ -331,7 +341,7 @@ def main() -> None:                                     # pragma: no cover
         tapead_jit_vg(x)
         jit = med(tapead_jit_vg, x)
         xl = x.tolist()
-        plain_l, tp_l = med(loop_math, xl), med(tapead_vg, xl)
+        plain_l, tp_l = med(loop_math, xl), med(tapead_vg_list, xl)
         print(f"  n={n:6d} array: plain {plain:.2e}  tapead {tp:.2e} ({tp / plain:.2f}x, "
               f"target <= 3)  jit {jit:.2e} ({jit / plain:.2f}x)")
         print(f"  n={n:6d} list:  math  {plain_l:.2e}  tapead {tp_l:.2e} "

@@ -14,11 +14,11 @@
 # scalars already has them (its parents); any other array node (an input, a
 # vectorised result) gets one element node per element on first use, cached
 # on the tape (``Tape.elem_ids``).  ``x[k]`` of a stack of scalars is its k-th
-# scalar again (no new node).  The threshold is measured: see
-# docs/performance.md.
+# scalar again (no new node).  The threshold is measured: see "Elements of
+# arrays and small vectors" in docs/architecture.md.
 
 cdef enum:
-    SMALL_MAX = 16          # arrays of at most this many elements compute per element
+    SMALL_MAX = 32          # arrays of at most this many elements compute per element
 
 cdef object _STACK_PRIM = None        # the stack primitive (installed by tapead._prims)
 cdef dict _PACK_PARAMS = {"axis": 0, "real": ()}   # shared, never mutated
@@ -51,7 +51,7 @@ cdef bint _kernel_agrees(int op, object impl, double c, int which) except -1:
     cdef double v, d0, d1, y
     rng = np.random.default_rng(20261201)
     for n in range(1, SMALL_MAX + 1):
-        for r in range(64):
+        for r in range(48):
             scale = (0.05, 1.0, 3.0, 20.0)[r % 4]
             xs = rng.uniform(-scale, scale, n)
             ys = rng.uniform(-scale, scale, n)

@@ -245,7 +245,7 @@ def _fn(name):
     return getattr(tnp, NP_NAME.get(name, name))
 
 
-@pytest.mark.parametrize("n", [1, 2, 5, 16])
+@pytest.mark.parametrize("n", [1, 2, 5, 16, _core.SMALL_ARRAY_MAX])
 @pytest.mark.parametrize("name", UNARY)
 def test_small_unary_matches_the_generic_path(name, n):
     lo, hi = DOMAIN.get(name, (-2, 2))
