@@ -128,9 +128,10 @@ cdef inline Record _stack_of_scalars(Tape tp, Py_ssize_t i):
 
 
 cdef inline bint _small_vector(object v):
-    """Whether ``v`` is a native 1-d float64 ndarray of at most SMALL_MAX elements."""
+    """Whether ``v`` is a native 1-d float64 ndarray of 1 to SMALL_MAX elements."""
     return cnp.PyArray_CheckExact(v) and cnp.PyArray_NDIM(<cnp.ndarray>v) == 1 and \
         cnp.PyArray_DIM(<cnp.ndarray>v, 0) <= SMALL_MAX and \
+        cnp.PyArray_DIM(<cnp.ndarray>v, 0) >= 1 and \
         cnp.PyArray_TYPE(<cnp.ndarray>v) == cnp.NPY_DOUBLE and \
         cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>v)
 
@@ -450,3 +451,104 @@ cpdef object concat_small(tuple xs):
         ids.extend(e)
     value = np.concatenate([(<Tracer>x).oval for x in xs])
     return pack_nodes(tp, tuple(ids), value)
+
+
+# -- sums of small vectors, in numpy's order ---------------------------------------
+#
+# ``np.sum`` of a float64 vector of fewer than 8 elements is one running sum
+# from 0.0 (numpy's pairwise sum below its block of 8; from 8 elements on its
+# order, and the sign of a zero sum, differ from a plain tree, so those sums
+# stay one vectorised node).  The per-element sum replays that order with
+# scalar add nodes, so its value is numpy's bit for bit; it is used only after
+# a comparison with np.sum on sample vectors of every such length agrees
+# (``_SUM_OK``).
+
+cdef enum:
+    SUM_MAX = 7             # sums of at most this many elements go per element
+
+cdef signed char _SUM_OK = 0
+
+
+cdef double _numpy_order_sum(const double *b, Py_ssize_t m) noexcept:
+    cdef double r[8]
+    cdef double res
+    cdef Py_ssize_t i, j
+    if m < 8:
+        res = 0.0
+        for i in range(m):
+            res += b[i]
+        return res
+    for j in range(8):
+        r[j] = b[j]
+    i = 8
+    while i < m - (m % 8):
+        for j in range(8):
+            r[j] += b[i + j]
+        i += 8
+    res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+    while i < m:
+        res += b[i]
+        i += 1
+    return res
+
+
+cdef bint _sum_agrees() except -1:
+    cdef Py_ssize_t n, r
+    rng = np.random.default_rng(20261202)
+    for n in range(1, SUM_MAX + 1):
+        for r in range(200):
+            xs = rng.uniform(-1.0, 1.0, n) * 10.0 ** rng.integers(-8, 9, n)
+            if r == 0:
+                xs[:] = -0.0
+            v = _numpy_order_sum(<double *>cnp.PyArray_DATA(<cnp.ndarray>xs), n)
+            ref = np.sum(xs)
+            if v != ref or np.signbit(v) != np.signbit(ref):
+                return False
+    return True
+
+
+cdef inline Py_ssize_t _add_node(Tape tp, Py_ssize_t i, Py_ssize_t j) except -1:
+    cdef double v, d0, d1
+    scalar_eval(OP_ADD, tp.val[i], tp.val[j], &v, &d0, &d1)
+    return tp.push(OP_ADD, i, j, v, d0, d1)
+
+
+cpdef object small_sum(object x):
+    """``np.sum(x)`` of a small-vector tracer as scalar add nodes in numpy's
+    order (the same value, bit for bit), or None."""
+    global _SUM_OK
+    cdef Py_ssize_t n = 0, k, i, j, res
+    cdef Py_ssize_t r[8]
+    cdef double v, d0, d1
+    cdef Tape tp = _small_tape(x, &n)
+    if tp is None or n > SUM_MAX:
+        return None
+    if _SUM_OK == 0:
+        _SUM_OK = 1 if _sum_agrees() else -1
+    if _SUM_OK < 0:
+        return None
+    ids = element_ids(tp, <Tracer>x)
+    for k in range(n):
+        if <Py_ssize_t>ids[k] < 0:
+            return None
+    if n < 8:
+        scalar_eval(OP_ADDC, tp.val[<Py_ssize_t>ids[0]], 0.0, &v, &d0, &d1)
+        res = tp.push(OP_ADDC, <Py_ssize_t>ids[0], -1, v, d0, d1)     # 0.0 + x[0]
+        for i in range(1, n):
+            res = _add_node(tp, res, <Py_ssize_t>ids[i])
+    else:
+        for j in range(8):
+            r[j] = <Py_ssize_t>ids[j]
+        i = 8
+        while i < n - (n % 8):
+            for j in range(8):
+                r[j] = _add_node(tp, r[j], <Py_ssize_t>ids[i + j])
+            i += 8
+        res = _add_node(tp, _add_node(tp, _add_node(tp, r[0], r[1]),
+                                      _add_node(tp, r[2], r[3])),
+                        _add_node(tp, _add_node(tp, r[4], r[5]),
+                                  _add_node(tp, r[6], r[7])))
+        while i < n:
+            res = _add_node(tp, res, <Py_ssize_t>ids[i])
+            i += 1
+    return new_tracer(tp, res, tp.val[res], None)
