@@ -2,9 +2,10 @@
 # sweep and replay (included by _core.pyx).
 #
 # Node layout (struct of arrays, one slot per node id):
-#     op  int32   opcode (OP_INPUT, OP_OBJ, OP_GUARD or a scalar opcode)
-#     a   int32   first operand node id, -1 for none
+#     op  int32   opcode (OP_INPUT, OP_OBJ, OP_GUARD, OP_ELEM or a scalar opcode)
+#     a   int32   first operand node id, -1 for none (OP_ELEM: the array's node)
 #     b   int32   second operand node id, -1 for none or a constant
+#                 (OP_ELEM: the element's flat position, _tape_elements.pxi)
 #     val double  the value (scalar nodes; float-valued object nodes)
 #     p0  double  d val / d a            (object/guard nodes: record index)
 #     p1  double  d val / d b            (constant ops: the constant c)
