@@ -91,7 +91,7 @@ cdef class Tracer:
             return out
         raise TypeError(array_conversion_message(self, dtype))
 
-    def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
+    def __getitem__(self, idx): return box_getitem(self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
     def __len__(self):
         shape = self.shape
@@ -101,6 +101,8 @@ cdef class Tracer:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
     def __getattr__(self, name):
+        if name in _NUMPY_PROBES:       # np.array([...]) asks every element for these
+            raise AttributeError(name)
         return _box_methods["getattr"](self, name)
 
     @property
@@ -200,7 +202,7 @@ cdef class Dual:
             return out
         raise TypeError(array_conversion_message(self, dtype))
 
-    def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
+    def __getitem__(self, idx): return box_getitem(self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
     def __len__(self):
         shape = self.shape
@@ -210,6 +212,8 @@ cdef class Dual:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
     def __getattr__(self, name):
+        if name in _NUMPY_PROBES:       # np.array([...]) asks every element for these
+            raise AttributeError(name)
         return _box_methods["getattr"](self, name)
 
     @property
@@ -314,7 +318,7 @@ cdef class Batched:
             return out
         raise TypeError(array_conversion_message(self, dtype))
 
-    def __getitem__(self, idx): return _box_methods["getitem"](self, idx)
+    def __getitem__(self, idx): return box_getitem(self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
     def __len__(self):
         shape = self.shape
@@ -324,6 +328,8 @@ cdef class Batched:
     def __iter__(self):
         return (self[i] for i in range(len(self)))
     def __getattr__(self, name):
+        if name in _NUMPY_PROBES:       # np.array([...]) asks every element for these
+            raise AttributeError(name)
         return _box_methods["getattr"](self, name)
 
     @property

@@ -119,13 +119,15 @@ cdef object _box_methods = None       # name -> function(box, *args, **kw)
 
 
 cdef object _MATMUL_PRIM = None
+cdef frozenset _NUMPY_PROBES = frozenset(["__array_interface__", "__array_struct__"])
 
 
 def install_generic(binary_prims, unary_prims, methods):
     """Install the primitives of the scalar opcodes and the Python-level box
     methods (called once by ``tapead._prims``)."""
-    global _BINARY_PRIMS, _UNARY_PRIMS, _box_methods, _MATMUL_PRIM
+    global _BINARY_PRIMS, _UNARY_PRIMS, _box_methods, _MATMUL_PRIM, _STACK_PRIM
     _BINARY_PRIMS = dict(binary_prims)
+    _STACK_PRIM = methods.get("stack_prim")
     _UNARY_PRIMS = dict(unary_prims)
     _box_methods = methods
     _MATMUL_PRIM = methods.get("matmul_prim")
@@ -229,6 +231,9 @@ cdef inline object binary(int op, object x, object y):
         if dy.op is None and dy.ftrace.active and is_fast_number(x):
             scalar_eval(op, <double>x, dy.dp, &v, &d0, &d1)
             return new_dual(dy.ftrace, v, d1 * dy.dt, None, None)
+    r = small_binary(op, x, y)          # small float64 vectors: per element, in C
+    if r is not None:
+        return r
     return _bind(_BINARY_PRIMS[op], (x, y), _NO_PARAMS)
 
 
@@ -247,6 +252,10 @@ cdef inline object unary(int op, object x):
         if dx.op is None and dx.ftrace.active:
             scalar_eval(op, dx.dp, 0.0, &v, &d0, &d1)
             return new_dual(dx.ftrace, v, d0 * dx.dt, None, None)
+        return _bind(_UNARY_PRIMS[op], (x,), _NO_PARAMS)
+    r = small_unary(op, x)              # small float64 vectors: per element, in C
+    if r is not None:
+        return r
     return _bind(_UNARY_PRIMS[op], (x,), _NO_PARAMS)
 
 
@@ -439,6 +448,8 @@ include "_kernels.pxi"
 include "_ufuncs.pxi"
 include "_tape.pxi"
 include "_tape_adjoints.pxi"
+include "_tape_elements.pxi"
+include "_small_arrays.pxi"
 include "_tape_replay.pxi"
 include "_revolve_kernel.pxi"
 include "_tape_loop.pxi"

@@ -59,6 +59,7 @@ STRUCTURAL_OPCODES = {
     "input": OP_INPUT,
     "obj": OP_OBJ,
     "guard": OP_GUARD,
+    "elem": OP_ELEM,
 }
 BINARY_OPCODES = frozenset(range(FIRST_BINARY, FIRST_CONST))
 #: unary ops whose Python rule's d(x, ans) always builds a new array

@@ -9,6 +9,7 @@ cdef enum:
     OP_INPUT = 0
     OP_OBJ = 1
     OP_GUARD = 2
+    OP_ELEM = 3
     OP_ADD = 10
     OP_SUB = 11
     OP_MUL = 12

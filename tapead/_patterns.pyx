@@ -16,7 +16,7 @@ tools/opcodes.txt) add no dependence: their nodes get the empty set.
 """
 import numpy as np
 
-from tapead._opcodes cimport (OP_INPUT, OP_OBJ, OP_GUARD, FIRST_BINARY, FIRST_CONST,
+from tapead._opcodes cimport (OP_INPUT, OP_OBJ, OP_GUARD, OP_ELEM, FIRST_BINARY, FIRST_CONST,
                               zero_derivative)
 
 
@@ -73,8 +73,9 @@ def propagate(const int[::1] op, const int[::1] a, const int[::1] b,
     op, a, b : int32 arrays, shape (n,)
         ``Tape.export_nodes()``.
     object_rule : callable ``(i, pats) -> pattern``
-        Pattern of object node or input ``i`` given the list of patterns
-        computed so far (entries below ``i`` are final).
+        Pattern of object node, input or element node ``i`` (an element
+        of an array node, ``x[i]``) given the list of patterns computed so
+        far (entries below ``i`` are final).
     row_set : callable ``pattern -> int32 array``
         The one-row index set of an object node's pattern when a scalar node
         reads it (an object node of size 1).
@@ -91,7 +92,7 @@ def propagate(const int[::1] op, const int[::1] a, const int[::1] b,
     empty = np.empty(0, dtype=np.int32)
     for i in range(n):
         o = op[i]
-        if o == OP_INPUT or o == OP_OBJ:
+        if o == OP_INPUT or o == OP_OBJ or o == OP_ELEM:
             pats[i] = object_rule(i, pats)
             continue
         if o == OP_GUARD:

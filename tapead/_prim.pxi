@@ -173,8 +173,10 @@ cdef enum:
     FAST_SUB = 2        # sub: g and -g
     FAST_TANH = 3       # tanh: g * (1 - ans**2)
     FAST_MATMUL = 4     # 2-d matmul: g @ b.T and a.T @ g
+    FAST_PACK = 5       # stack of scalars: element k of g to parent k (the sweep's own loop)
 
-FAST_VJP = {"pass": FAST_PASS, "sub": FAST_SUB, "tanh": FAST_TANH, "matmul": FAST_MATMUL}
+FAST_VJP = {"pass": FAST_PASS, "sub": FAST_SUB, "tanh": FAST_TANH, "matmul": FAST_MATMUL,
+            "pack": FAST_PACK}
 
 cdef object _NOFAST = object()
 cdef object _np_multiply = np.multiply

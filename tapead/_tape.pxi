@@ -2,9 +2,10 @@
 # sweep and replay (included by _core.pyx).
 #
 # Node layout (struct of arrays, one slot per node id):
-#     op  int32   opcode (OP_INPUT, OP_OBJ, OP_GUARD or a scalar opcode)
-#     a   int32   first operand node id, -1 for none
+#     op  int32   opcode (OP_INPUT, OP_OBJ, OP_GUARD, OP_ELEM or a scalar opcode)
+#     a   int32   first operand node id, -1 for none (OP_ELEM: the array's node)
 #     b   int32   second operand node id, -1 for none or a constant
+#                 (OP_ELEM: the element's flat position, _tape_elements.pxi)
 #     val double  the value (scalar nodes; float-valued object nodes)
 #     p0  double  d val / d a            (object/guard nodes: record index)
 #     p1  double  d val / d b            (constant ops: the constant c)
@@ -84,6 +85,7 @@ cdef class Tape(Trace):
     cdef Py_ssize_t adj_cap
     cdef bint sweeping
     cdef readonly bint partials_stale   # last replay computed values only
+    cdef dict elem_ids              # array node id -> its element nodes' ids (small vectors)
 
     def __cinit__(self, Py_ssize_t capacity=256):
         if capacity < 16:
@@ -313,7 +315,7 @@ cdef class Tape(Trace):
         seen = set()
         values = 0
         for i in range(self.n):
-            if self.op[i] >= FIRST_BINARY:
+            if self.op[i] >= FIRST_BINARY or self.op[i] == OP_ELEM:
                 n_scalar += 1
         values += n_scalar * 3 * sizeof(double)
 
@@ -382,6 +384,8 @@ cdef class Tape(Trace):
         cdef Record rec
         cdef int o
         cdef bint all_fast = True
+        cdef _ElemTarget tgt = _ElemTarget()
+        tgt.pid = -1
         self._check_partials("backward")
         for i in outputs:
             if i < 0 or i >= nn:
@@ -442,6 +446,8 @@ cdef class Tape(Trace):
                     steps += 1
                     prim = rec.prim
                     fast = (<PrimitiveBase>prim).fast_vjp
+                    if fast == FAST_PACK and pack_reverse(rec, gobj, adj):
+                        continue
                     for k in range(len(rec.parents)):
                         pid = rec.parents[k]
                         if pid < 0:
@@ -455,6 +461,8 @@ cdef class Tape(Trace):
                                 check_cotangent_kind(<PrimitiveBase>prim, c,
                                                      not self._is_complex_node(pid))
                             _accumulate(pid, c, adj, hobj, oadj)
+                elif o == OP_ELEM:
+                    steps += elem_reverse(self, i, adj, hobj, oadj, tgt)
                 elif hobj[i]:
                     gobj = _settle(oadj[i])
                     if adj[i] != 0.0:

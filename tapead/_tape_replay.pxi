@@ -66,6 +66,8 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
                 need[tp.a[i]] = 1
                 if o < FIRST_CONST:
                     need[tp.b[i]] = 1
+            elif o == OP_ELEM:
+                need[tp.a[i]] = 1
             elif o == OP_OBJ:
                 rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
                 if rec.prim is None:
@@ -102,6 +104,15 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
                 else:
                     for k in range(K):
                         row[k] = d0 * ra[k]
+            elif o == OP_ELEM:
+                pid = tp.a[i]
+                if not has[pid]:
+                    continue
+                col = np.ascontiguousarray(
+                    np.reshape(otan[pid], (K, -1))[:, tp.b[i]], dtype=np.float64)
+                has[i] = 1
+                for k in range(K):
+                    T[i * K + k] = col[k]
             elif o == OP_OBJ:
                 rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
                 if rec.prim is None:
@@ -261,11 +272,26 @@ cdef object replay_nodes(Tape tp, bint partials):
                     rec.saved = rec.prim.save(args, ans)
                 if isinstance(ans, float):
                     tp.val[i] = ans
+        elif o == OP_ELEM:
+            replay_element(tp, i)
         elif o == OP_GUARD:
             check_guard(tp, i)
         i += 1
     if partials:
         tp.partials_stale = False
+
+
+cdef replay_element(Tape tp, Py_ssize_t i):
+    """Element node ``i`` reads its element again from its array's new value."""
+    arr = tp.value(tp.a[i])
+    if not (cnp.PyArray_CheckExact(arr) and cnp.PyArray_TYPE(<cnp.ndarray>arr) == cnp.NPY_DOUBLE
+            and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>arr)
+            and cnp.PyArray_SIZE(<cnp.ndarray>arr) > tp.b[i]):
+        raise TapeReplayError(
+            f"node {i} (element {tp.b[i]} of node {tp.a[i]}) cannot be read from the "
+            f"new value of node {tp.a[i]} (a {type(arr).__name__} of shape "
+            f"{np.shape(arr)}); re-record the function")
+    tp.val[i] = read_flat(<cnp.ndarray>arr, tp.b[i])
 
 
 cdef inline bint rec_is_fn_guard(object rec):

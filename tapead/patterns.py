@@ -25,6 +25,8 @@ import scipy.sparse as sp
 from tapead import _core, _patterns
 from tapead._core import Tracer
 
+_OP_ELEM = _core.STRUCTURAL_OPCODES["elem"]
+
 __all__ = ["tape_sparsity", "recording_key", "DENSE", "ZERO", "ELEMENTWISE", "PRODUCT", "WHERE",
            "MOVE", "INDEX_UPDATE", "INDEX_ADD_ZEROS", "REDUCTION", "CUMULATIVE", "ALONG_AXIS",
            "MATMUL", "CONTRACTION", "MATRIX_FUNCTION", "elementwise_in", "astype_rule"]
@@ -477,6 +479,8 @@ def tape_sparsity(tape) -> tuple[list, int]:
         return _shape(tape.record(j).ans) if op[j] == 1 else ()
 
     def object_rule(i, pats):
+        if op[i] == _OP_ELEM:           # element b[i] of array node a[i]: that row
+            return np.unique(_row(_as_csr(pats[a[i]], N), int(b[i]))).astype(np.int32)
         if i in offsets:
             off, size = offsets[i]
             if op[i] == 0:

@@ -438,7 +438,8 @@ def test_fixed_point_does_not_depend_on_x0_and_stores_no_iterations():
     sizes = [ta.record(lambda b: tnp.sum(ta.fixed_point(contraction, np.zeros(3), A_MAT, b,
                                                         tol=tol)), B_VEC).n_nodes
              for tol in (1e-3, 1e-14)]
-    assert sizes[0] == sizes[1] <= 3
+    # input, fixed point, sum (of 3 elements: 3 element nodes and 3 scalar adds)
+    assert sizes[0] == sizes[1] <= 8
 
 
 def test_fixed_point_scalar_with_several_params():

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Box, concrete, lanes_of
+from tapead._core import Box, concrete, lanes_of, pack_scalars
 from tapead._prims.elementwise import astype
 from tapead._prims.shape import reshape, stack
 
@@ -63,6 +63,10 @@ def _contains_box(obj):
 
 
 def _build(obj, dtype):
+    if dtype is None or np.dtype(dtype) == np.float64:
+        packed = pack_scalars(obj)      # a flat sequence of scalar tracers: one record, in C
+        if packed is not None:
+            return packed
     leaves, outer = _leaves(obj)
     shapes = {np.shape(concrete(x)) for x in leaves}
     if len(shapes) != 1:

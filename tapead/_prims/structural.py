@@ -180,6 +180,10 @@ def concatenate(xs, axis=0, out=None, *, dtype=None, casting="same_kind"):
     xs = tuple(xs)
     if _any_box(*xs):
         _no_out_dtype("concatenate", out, dtype, casting)
+        if axis == 0:
+            packed = _core.concat_small(xs)     # small vectors: one stack record, in C
+            if packed is not None:
+                return packed
         nd = np.ndim(xs[0])
         axis = axis % nd
         return bind(concat_p, *xs, axis=axis, bounds=_concat_bounds(xs, axis),
@@ -200,6 +204,7 @@ def _stack_impl(*xs, axis=0, real=()):
 
 stack_p = Primitive("stack", _stack_impl, saves=(), linear=True)
 stack_p.save_fn = lambda vals, ans: ()
+stack_p.fast_vjp = _core.FAST_VJP["pack"]      # a stack of scalars: the sweep's C loop, same result
 
 
 def _stack_vjp(k, g, ans, axis=0, real=()):
@@ -243,6 +248,10 @@ def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     if not _any_box(*arrays):
         return np.stack(arrays, axis=axis, out=out, dtype=dtype, casting=casting)
     _no_out_dtype("stack", out, dtype, casting)
+    if axis == 0:
+        packed = _core.pack_scalars(arrays)     # scalar tracers: one record, in C
+        if packed is not None:
+            return packed
     shape = _shape(arrays[0])
     if any(_shape(x) != shape for x in arrays):
         raise ValueError("all input arrays must have the same shape, got "
@@ -328,6 +337,10 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,
         if dtype is not None or out is not None or kw or initial is not np._NoValue \
                 or where is not np._NoValue:
             _reject("sum", dtype, out, a, initial=initial, where=where, **kw)
+        if not keepdims and (axis is None or axis == 0 or axis == -1):
+            s = _core.small_sum(a)      # a small vector: scalar adds in numpy's order, in C
+            if s is not None:
+                return s
         return bind(sum_p, a, axis=axis, keepdims=keepdims)
     return np.sum(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims, initial=initial,
                   where=where, **kw)

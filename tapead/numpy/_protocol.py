@@ -100,6 +100,8 @@ def _setitem(x, idx, value):
 
 
 def _getattr(x, name):
+    if name[:2] == "__" and name not in METHODS:      # numpy probing __array_interface__...
+        raise AttributeError(f"traced value has no attribute {name!r}")
     if name == "T":
         return shape.transpose(x)
     if name == "value":
@@ -125,6 +127,7 @@ _core.install_generic(ew.BINARY, ew.UNARY, {
     "matmul_prim": linalg.matmul_p,
     "remainder": misc.remainder,
     "getitem": shape.getitem,
+    "stack_prim": shape.stack_p,
     "add_scatters": indexing.add_scatters,
     "setitem": _setitem,
     "getattr": _getattr,
