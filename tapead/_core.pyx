@@ -35,7 +35,7 @@ from tapead.errors import (BatchConcreteRead, BatchSplit, GuardFlippedError,
                            LeakedTracerError, MissingRuleError, NonDifferentiableError,
                            TapeReplayError)
 
-include "_scalar_ops.pxi"
+include "_core_kernel.pxi"
 
 # --------------------------------------------------------------------------
 # transform levels
@@ -154,7 +154,7 @@ cdef object matmul_boxes(object x, object y):
     return _box_methods["matmul"](x, y)
 
 
-include "_boxes.pxi"
+include "_core_boxes.pxi"
 
 #: ``isinstance(x, Box)``: is x a traced value (of any transform)?
 Box = (Tracer, Dual, Batched)
@@ -361,7 +361,7 @@ def scalar_rule(int op, double x, double y=0.0):
     return v, d0, d1
 
 
-include "_opcode_names.pxi"
+include "_core_opcode_names.pxi"
 
 
 # comparisons -------------------------------------------------------------
@@ -443,17 +443,17 @@ def array_conversion_message(object x=None, object dtype=None):
     return generic
 
 
-include "_prim.pxi"
-include "_kernels.pxi"
-include "_ufuncs.pxi"
-include "_tape.pxi"
-include "_tape_adjoints.pxi"
-include "_tape_elements.pxi"
-include "_small_arrays.pxi"
-include "_tape_replay.pxi"
+include "_core_prim.pxi"
+include "_core_fused.pxi"
+include "_core_ufuncs.pxi"
+include "_core_tape.pxi"
+include "_core_adjoints.pxi"
+include "_core_elements.pxi"
+include "_core_small.pxi"
+include "_core_replay.pxi"
 include "_revolve_kernel.pxi"
-include "_tape_loop.pxi"
-include "_loop_replay.pxi"
-include "_bind.pxi"
+include "_core_loop.pxi"
+include "_core_scan.pxi"
+include "_core_forward.pxi"
 
-include "_batch.pxi"
+include "_core_batch.pxi"

@@ -3,7 +3,7 @@
 # The scalar opcodes of the tape.  Structural nodes (< 10) have no C rule;
 # binary ops read both operands from the tape, constant ops keep the
 # constant c in p1, unary ops read one operand.  Each opcode's value and
-# partials are its branch of scalar_eval (tapead/_scalar_ops.pxi).
+# partials are its branch of scalar_eval (tapead/_core_kernel.pxi).
 
 cdef enum:
     OP_INPUT = 0

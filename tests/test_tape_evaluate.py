@@ -14,7 +14,7 @@ import tapead as ta
 import tapead.numpy as tnp
 from tapead._core import OPCODES, Tape
 
-NOGIL_RUN = 32          # tapead/_tape_replay.pxi: runs this long replay without the GIL
+NOGIL_RUN = 32          # tapead/_core_replay.pxi: runs this long replay without the GIL
 FIRST_SCALAR = min(OPCODES.values())    # scalar opcodes; input/obj/guard are below
 
 

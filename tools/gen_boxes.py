@@ -1,4 +1,4 @@
-"""Writes tapead/_boxes.pxi: the Tracer and Dual classes with their shared operators
+"""Writes tapead/_core_boxes.pxi: the Tracer and Dual classes with their shared operators
 (``--check``: exit 1 if the committed file differs).
 
 Cython freelists (fast allocation of the millions of boxes a scalar-heavy
@@ -52,11 +52,11 @@ for head in heads:
     out.append(head.rstrip() + "\n\n" + _methods_for(head) + "\n\n")
 import sys  # noqa: E402
 
-target = here.parent / "tapead" / "_boxes.pxi"
+target = here.parent / "tapead" / "_core_boxes.pxi"
 text = "".join(out).rstrip() + "\n"
 if "--check" in sys.argv[1:]:
     if target.read_text() != text:
-        sys.exit("tapead/_boxes.pxi is not what tools/gen_boxes.py generates; "
+        sys.exit("tapead/_core_boxes.pxi is not what tools/gen_boxes.py generates; "
                  "run python tools/gen_boxes.py")
 else:
     target.write_text(text)

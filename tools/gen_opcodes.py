@@ -3,11 +3,11 @@
     python tools/gen_opcodes.py           # write the generated files
     python tools/gen_opcodes.py --check   # exit 1 if a committed file differs
 
-Generated: tapead/_opcodes.pxd (the OP_* enum), tapead/_opcode_names.pxi (the
-OPCODES dicts of _core), tapead/_ufuncs.pxi (the C entry points and the numpy
+Generated: tapead/_opcodes.pxd (the OP_* enum), tapead/_core_opcode_names.pxi (the
+OPCODES dicts of _core), tapead/_core_ufuncs.pxi (the C entry points and the numpy
 ufunc -> opcode maps), and the marked blocks of tapead/_core.pyi and
 tapead/numpy/__init__.py.  Adding a scalar opcode: a row in opcodes.txt, its
-branch of scalar_eval in tapead/_scalar_ops.pxi, its Python rule in
+branch of scalar_eval in tapead/_core_kernel.pxi, its Python rule in
 tapead/_prims/elementwise.py, an op-spec row in tests/opspecs_elementwise.py
 (docs/architecture.md, "Adding a scalar opcode").
 """
@@ -76,7 +76,7 @@ def _pxd(ops: List[Op]) -> str:
              "# The scalar opcodes of the tape.  Structural nodes (< 10) have no C rule;",
              "# binary ops read both operands from the tape, constant ops keep the",
              "# constant c in p1, unary ops read one operand.  Each opcode's value and",
-             "# partials are its branch of scalar_eval (tapead/_scalar_ops.pxi).", "",
+             "# partials are its branch of scalar_eval (tapead/_core_kernel.pxi).", "",
              "cdef enum:"]
     for op in ops:
         note = f"  # {op.convention}" if op.convention != "-" else ""
@@ -204,8 +204,8 @@ def render(ops: List[Op]) -> Dict[pathlib.Path, str]:
     tnp = ROOT / "tapead" / "numpy" / "__init__.py"
     return {
         ROOT / "tapead" / "_opcodes.pxd": _pxd(ops),
-        ROOT / "tapead" / "_opcode_names.pxi": _names(ops),
-        ROOT / "tapead" / "_ufuncs.pxi": _ufuncs(ops),
+        ROOT / "tapead" / "_core_opcode_names.pxi": _names(ops),
+        ROOT / "tapead" / "_core_ufuncs.pxi": _ufuncs(ops),
         pyi: _splice(pyi.read_text(), _pyi_block(ops), pyi),
         tnp: _splice(tnp.read_text(), _numpy_block(ops), tnp),
     }

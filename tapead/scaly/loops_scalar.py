@@ -3,7 +3,7 @@
 A loop body (a Function) whose values are float64 and whose graph
 ``tapead.scaly.scalarize`` rewrites as scalar operations is recorded once on
 an all-scalar tape; the loop's steps then replay that tape in C, with no
-Python per step (``_core``'s one scalar-body replay, ``_tape_loop.pxi``):
+Python per step (``_core``'s one scalar-body replay, ``_core_loop.pxi``):
 
 * ``run_scan_steps``: the steps of a scan (``_core.scalar_scan``);
 * ``run_while_steps``: a while loop whose condition is one comparison of two

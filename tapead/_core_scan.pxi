@@ -1,5 +1,5 @@
 # The graph API's loops over a recorded scalar body, in C (included by
-# _core.pyx after _tape_loop.pxi, whose ScalarBody, _body_step and
+# _core.pyx after _core_loop.pxi, whose ScalarBody, _body_step and
 # _revolve_sweep they run).
 #
 # The graph API's loops (tapead.scaly.loops_lower) evaluate their body's

@@ -1,5 +1,5 @@
 # Small float64 vectors at scalar-node cost (included by _core.pyx after
-# _tape_elements.pxi).
+# _core_elements.pxi).
 #
 # A traced 1-d float64 array of at most SMALL_MAX elements computes element
 # by element in C: an elementwise operation pushes one scalar node per

@@ -1,5 +1,5 @@
 # A scalar tape run as the body of a loop, every step in C
-# (included by _core.pyx after _tape_replay.pxi and _revolve_kernel.pxi).
+# (included by _core.pyx after _core_replay.pxi and _revolve_kernel.pxi).
 #
 # One implementation serves every loop over a recorded scalar body:
 #
@@ -13,7 +13,7 @@
 # ``ScalarLoop`` (``ta.scan`` over float carries, ``tapead.scalar_scan``)
 # reverses a step with the body's own partials; ``scalar_scan``,
 # ``scalar_while`` and ``scalar_scan_checkpointed`` (the graph API's loops,
-# ``_loop_replay.pxi``) run the same steps, the last one reversing a step by
+# ``_core_scan.pxi``) run the same steps, the last one reversing a step by
 # running the recorded backward body.
 
 

@@ -1,5 +1,5 @@
 # Elements of array nodes as scalar nodes (included by _core.pyx after
-# _tape_adjoints.pxi).
+# _core_adjoints.pxi).
 #
 # ``x[i]`` on a float64 array tracer (an integer index, or a tuple of ndim
 # integers) records one *element node*: opcode OP_ELEM, ``a`` = the array's

@@ -1,5 +1,5 @@
 # The K-direction forward sweep over a recorded tape and its replay at new
-# inputs (included by _core.pyx after _tape.pxi).
+# inputs (included by _core.pyx after _core_tape.pxi).
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS
 

@@ -1,5 +1,5 @@
 # Adjoint bookkeeping of the reverse sweep (included by _core.pyx after
-# _tape.pxi): gathering float adjoints, and adding a cotangent into a
+# _core_tape.pxi): gathering float adjoints, and adding a cotangent into a
 # node's adjoint (floats in C, arrays in place, indexing scatters).
 
 

@@ -5,7 +5,7 @@
 #     op  int32   opcode (OP_INPUT, OP_OBJ, OP_GUARD, OP_ELEM or a scalar opcode)
 #     a   int32   first operand node id, -1 for none (OP_ELEM: the array's node)
 #     b   int32   second operand node id, -1 for none or a constant
-#                 (OP_ELEM: the element's flat position, _tape_elements.pxi)
+#                 (OP_ELEM: the element's flat position, _core_elements.pxi)
 #     val double  the value (scalar nodes; float-valued object nodes)
 #     p0  double  d val / d a            (object/guard nodes: record index)
 #     p1  double  d val / d b            (constant ops: the constant c)
@@ -511,7 +511,7 @@ cdef class Tape(Trace):
         return True
 
     # ------------------------------------------------------------------
-    # K-direction forward sweep and replay (bodies in _tape_replay.pxi)
+    # K-direction forward sweep and replay (bodies in _core_replay.pxi)
     # ------------------------------------------------------------------
     def forward_sweep(self, seeds, outputs, Py_ssize_t K):
         """Push K tangent directions through the tape at once.

@@ -9,7 +9,7 @@
 # they differ in any bit (a numpy built with its own vectorised sine), the
 # kernels return None and the callers use numpy.
 
-cdef extern from "_fused.h" nogil:
+cdef extern from "_core_fused.h" nogil:
     void tapead_sincos(double x, double *s, double *c)
     void tapead_mul_tangent(const double *tx, const double *y, const double *ty,
                             const double *x, double *out, long n)

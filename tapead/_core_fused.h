@@ -1,8 +1,8 @@
-/* Elementwise kernels for tapead's fused rules (_kernels.pxi).
+/* Elementwise kernels for tapead's fused rules (_core_fused.pxi).
  *
  * tapead_sincos: glibc's sincos(x) returns exactly sin(x) and cos(x) (one
  * range reduction for both); elsewhere the pair is libm's sin and cos called
- * per element, so the values are libm's either way.  _kernels.pxi checks them
+ * per element, so the values are libm's either way.  _core_fused.pxi checks them
  * against numpy's np.sin / np.cos once at import and uses numpy when they
  * differ.
  *
