@@ -31,7 +31,7 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
     push tangents through the function's own value; arguments listed in a
     primitive's ``nondiff_args`` (hints) get no tangent.
     """
-    cdef Py_ssize_t nn = tp.n, i, k, j, pid
+    cdef Py_ssize_t nn = tp.n, i, k, pid
     cdef double *buf = <double *>calloc((nn + 1) * K, sizeof(double))
     cdef double *T
     cdef double *row
@@ -40,7 +40,6 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
     cdef double d0, d1
     cdef unsigned char *has = NULL
     cdef unsigned char *need = NULL
-    cdef Record rec
     cdef int o
     if buf == NULL:
         raise MemoryError("cannot allocate the tangent table")
@@ -56,35 +55,8 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
     try:
         has += 1
         need += 1
-        for i in outputs:
-            need[<Py_ssize_t>i] = 1
-        for i in range(nn - 1, -1, -1):         # which nodes the outputs depend on
-            if not need[i]:
-                continue
-            o = tp.op[i]
-            if o >= FIRST_BINARY:
-                need[tp.a[i]] = 1
-                if o < FIRST_CONST:
-                    need[tp.b[i]] = 1
-            elif o == OP_ELEM:
-                need[tp.a[i]] = 1
-            elif o == OP_OBJ:
-                rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
-                if rec.prim is None:
-                    continue
-                skip = getattr(rec.prim, "nondiff_args", ())
-                for k, pid in enumerate(rec.parents):
-                    if pid >= 0 and k not in skip:
-                        need[pid] = 1
-        for nid, t in seeds.items():
-            nid = int(nid)
-            if tp._is_scalar(nid):
-                arr = np.ascontiguousarray(t, dtype=np.float64).reshape(K)
-                for k in range(K):
-                    T[nid * K + k] = arr[k]
-            else:
-                otan[nid] = np.asarray(t)
-            has[nid] = 1
+        _mark_needed(tp, outputs, need)
+        _seed_tangents(tp, seeds, T, K, has, otan)
         for i in range(nn):
             if not need[i]:
                 continue
@@ -114,49 +86,110 @@ cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
                 for k in range(K):
                     T[i * K + k] = col[k]
             elif o == OP_OBJ:
-                rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
-                if rec.prim is None:
-                    continue
-                tans = []
-                any_t = False
-                skip = getattr(rec.prim, "nondiff_args", ())
-                for k, pid in enumerate(rec.parents):
-                    if pid >= 0 and has[pid] and k not in skip:
-                        any_t = True
-                        if tp._is_scalar(pid):
-                            tans.append(np.array(<double[:K]>(T + pid * K)))
-                        else:
-                            tans.append(otan[pid])
-                    else:
-                        tans.append(None)
-                if not any_t:
-                    continue
-                args = tuple(tp.value(pid) if pid >= 0 else c
-                             for pid, c in zip(rec.parents, rec.consts))
-                t = rec.prim.jvp_many(tans, rec.ans, args, rec.params, K)
-                if t is None:
-                    continue
-                check_cotangent_kind(<PrimitiveBase>rec.prim, t, not is_complex_value(rec.ans))
-                has[i] = 1
-                if isinstance(rec.ans, float):
-                    arr = np.ascontiguousarray(t, dtype=np.float64).reshape(K)
-                    for k in range(K):
-                        T[i * K + k] = arr[k]
-                else:
-                    otan[i] = t
-        result = []
-        for i in outputs:
-            if not has[i]:
-                result.append(None)
-            elif tp._is_scalar(i):
-                result.append(np.array(<double[:K]>(T + i * K)))
-            else:
-                result.append(otan[i])
-        return result
+                _push_record(tp, i, T, K, has, otan)
+        return _read_tangents(tp, outputs, T, K, has, otan)
     finally:
         free(buf)
         free(has - 1)
         free(need - 1)
+
+
+cdef int _mark_needed(Tape tp, outputs, unsigned char *need) except -1:
+    """``need[i] = 1`` for every node some output depends on (one pass from
+    the outputs down; a primitive's ``nondiff_args`` are not followed)."""
+    cdef Py_ssize_t i, k, pid
+    cdef int o
+    cdef Record rec
+    for i in outputs:
+        need[<Py_ssize_t>i] = 1
+    for i in range(tp.n - 1, -1, -1):
+        if not need[i]:
+            continue
+        o = tp.op[i]
+        if o >= FIRST_BINARY:
+            need[tp.a[i]] = 1
+            if o < FIRST_CONST:
+                need[tp.b[i]] = 1
+        elif o == OP_ELEM:
+            need[tp.a[i]] = 1
+        elif o == OP_OBJ:
+            rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
+            if rec.prim is None:
+                continue
+            skip = getattr(rec.prim, "nondiff_args", ())
+            for k, pid in enumerate(rec.parents):
+                if pid >= 0 and k not in skip:
+                    need[pid] = 1
+    return 0
+
+
+cdef int _seed_tangents(Tape tp, seeds, double *T, Py_ssize_t K, unsigned char *has,
+                        dict otan) except -1:
+    """The seeds into the tangent table: rows of ``T`` for scalar nodes,
+    arrays in ``otan`` for the others."""
+    cdef Py_ssize_t k, nid
+    for key, t in seeds.items():
+        nid = int(key)
+        if tp._is_scalar(nid):
+            arr = np.ascontiguousarray(t, dtype=np.float64).reshape(K)
+            for k in range(K):
+                T[nid * K + k] = arr[k]
+        else:
+            otan[nid] = np.asarray(t)
+        has[nid] = 1
+    return 0
+
+
+cdef int _push_record(Tape tp, Py_ssize_t i, double *T, Py_ssize_t K, unsigned char *has,
+                      dict otan) except -1:
+    """Object node ``i``: its primitive's K-direction JVP (``jvp_many``) of the
+    parents' tangents, into row ``i`` (a float output) or ``otan[i]``."""
+    cdef Record rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
+    cdef Py_ssize_t k, pid
+    if rec.prim is None:
+        return 0
+    tans = []
+    any_t = False
+    skip = getattr(rec.prim, "nondiff_args", ())
+    for k, pid in enumerate(rec.parents):
+        if pid >= 0 and has[pid] and k not in skip:
+            any_t = True
+            if tp._is_scalar(pid):
+                tans.append(np.array(<double[:K]>(T + pid * K)))
+            else:
+                tans.append(otan[pid])
+        else:
+            tans.append(None)
+    if not any_t:
+        return 0
+    args = tuple(tp.value(pid) if pid >= 0 else c
+                 for pid, c in zip(rec.parents, rec.consts))
+    t = rec.prim.jvp_many(tans, rec.ans, args, rec.params, K)
+    if t is None:
+        return 0
+    check_cotangent_kind(<PrimitiveBase>rec.prim, t, not is_complex_value(rec.ans))
+    has[i] = 1
+    if isinstance(rec.ans, float):
+        arr = np.ascontiguousarray(t, dtype=np.float64).reshape(K)
+        for k in range(K):
+            T[i * K + k] = arr[k]
+    else:
+        otan[i] = t
+    return 0
+
+
+cdef list _read_tangents(Tape tp, outputs, double *T, Py_ssize_t K, unsigned char *has,
+                         dict otan):
+    """The tangent of each output, ``(K,) + shape``, or None where none reached."""
+    result = []
+    for i in outputs:
+        if not has[i]:
+            result.append(None)
+        elif tp._is_scalar(i):
+            result.append(np.array(<double[:K]>(T + <Py_ssize_t>i * K)))
+        else:
+            result.append(otan[i])
+    return result
 
 
 cdef enum:
