@@ -378,8 +378,8 @@ cdef class Tape(Trace):
         The steps: the highest output (``_top_output``), a zeroed float
         adjoint per node (``_adjoint_buffer``), the float seeds, then either
         the all-scalar sweep in C without the GIL (``sweep_scalar``) or the
-        mixed sweep (``_sweep_mixed``: object adjoints beside the float ones)
-        and the adjoints read back (``_read_adjoints``).
+        mixed sweep (``sweep_mixed`` in _core_sweep.pxi: object adjoints beside
+        the float ones) and the adjoints read back (``read_adjoints``).
         """
         cdef Py_ssize_t top = self._top_output(outputs), i, steps = 0, nn = self.n
         cdef double *buf
@@ -413,8 +413,8 @@ cdef class Tape(Trace):
             for i, s in zip(outputs, seeds):
                 if not (isinstance(s, float) or type(s) is int):
                     _accumulate(i, s, adj, hobj, oadj)
-            self.last_sweep_steps = self._sweep_mixed(top, adj, hobj, oadj)
-            return self._read_adjoints(wrt, adj, hobj, oadj)
+            self.last_sweep_steps = sweep_mixed(self, top, adj, hobj, oadj)
+            return read_adjoints(self, wrt, adj, hobj, oadj)
         finally:
             if cached:
                 self.sweeping = False
@@ -452,91 +452,6 @@ cdef class Tape(Trace):
         if buf == NULL:
             raise MemoryError("cannot allocate the adjoint buffer")
         return buf
-
-    cdef Py_ssize_t _sweep_mixed(self, Py_ssize_t top, double *adj, unsigned char *hobj,
-                                 list oadj) except -1:
-        """The reverse sweep from node ``top`` down when some adjoints are
-        objects (``hobj[i]``: node i's adjoint is in ``oadj[i]``, plus the
-        float ``adj[i]``); returns the number of nodes swept."""
-        cdef Py_ssize_t i, steps = 0
-        cdef double g
-        cdef int o
-        cdef _ElemTarget tgt = _ElemTarget()
-        tgt.pid = -1
-        for i in range(top, -1, -1):
-            o = self.op[i]
-            if o == OP_OBJ:
-                if hobj[i]:
-                    gobj = _settle(oadj[i])
-                    if adj[i] != 0.0:
-                        gobj = gobj + adj[i]
-                elif adj[i] != 0.0:
-                    gobj = adj[i]
-                else:
-                    continue
-                steps += self._reverse_record(i, gobj, adj, hobj, oadj)
-            elif o == OP_ELEM:
-                steps += elem_reverse(self, i, adj, hobj, oadj, tgt)
-            elif hobj[i]:
-                gobj = _settle(oadj[i])
-                if adj[i] != 0.0:
-                    gobj = gobj + adj[i]
-                steps += 1
-                if self.a[i] >= 0:
-                    _accumulate(self.a[i], gobj * self.p0[i], adj, hobj, oadj)
-                if self.b[i] >= 0 and o < FIRST_CONST:
-                    _accumulate(self.b[i], gobj * self.p1[i], adj, hobj, oadj)
-            else:
-                g = adj[i]
-                if g != 0.0:
-                    steps += 1
-                    adj[self.a[i]] += g * self.p0[i]
-                    adj[self.b[i]] += g * self.p1[i]
-                    adj[-1] = 0.0
-        return steps
-
-    cdef int _reverse_record(self, Py_ssize_t i, object gobj, double *adj,
-                             unsigned char *hobj, list oadj) except -1:
-        """Object node ``i`` with cotangent ``gobj``: its primitive's VJP rule
-        (or the C shortcut ``fast_vjp``) for each traced parent, accumulated
-        into the parents' adjoints; returns 1 if a rule ran, else 0."""
-        cdef Record rec = <Record>self.recs[<Py_ssize_t>self.p0[i]]
-        cdef Py_ssize_t k, pid
-        if rec.prim is None:
-            return 0
-        prim = rec.prim
-        fast = (<PrimitiveBase>prim).fast_vjp
-        if fast == FAST_PACK and pack_reverse(rec, gobj, adj):
-            return 1
-        for k in range(len(rec.parents)):
-            pid = rec.parents[k]
-            if pid < 0:
-                continue
-            c = fast_vjp(fast, k, gobj, rec) if fast else _NOFAST
-            if c is _NOFAST:
-                c = prim_vjp(<PrimitiveBase>prim, k, gobj, rec.ans, rec.saved, rec.params)
-            if c is not None:
-                if is_complex_value(c):
-                    check_cotangent_kind(<PrimitiveBase>prim, c, not self._is_complex_node(pid))
-                _accumulate(pid, c, adj, hobj, oadj)
-        return 1
-
-    cdef list _read_adjoints(self, wrt, double *adj, unsigned char *hobj, list oadj):
-        """The adjoint of each ``wrt`` node after a mixed sweep: object plus
-        float part, a float for scalar nodes, None where nothing reached."""
-        cdef Py_ssize_t i
-        result = []
-        for i in wrt:
-            if hobj[i]:
-                r = _settle(oadj[i])
-                if adj[i] != 0.0:
-                    r = r + adj[i]
-                result.append(r)
-            elif adj[i] != 0.0 or self._is_scalar(i):
-                result.append(adj[i])
-            else:
-                result.append(None)
-        return result
 
     cdef bint _is_complex_node(self, Py_ssize_t i):
         if self.op[i] == OP_OBJ or self.op[i] == OP_INPUT:

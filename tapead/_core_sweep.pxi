@@ -1,0 +1,90 @@
+# The steps of the reverse sweep over a tape whose adjoints are not all floats
+# (included by _core.pyx after _core_tape.pxi; Tape.backward calls them).
+
+
+cdef Py_ssize_t sweep_mixed(Tape tp, Py_ssize_t top, double *adj, unsigned char *hobj,
+                            list oadj) except -1:
+    """The reverse sweep from node ``top`` down when some adjoints are
+    objects (``hobj[i]``: node i's adjoint is in ``oadj[i]``, plus the
+    float ``adj[i]``); returns the number of nodes swept."""
+    cdef Py_ssize_t i, steps = 0
+    cdef double g
+    cdef int o
+    cdef _ElemTarget tgt = _ElemTarget()
+    tgt.pid = -1
+    for i in range(top, -1, -1):
+        o = tp.op[i]
+        if o == OP_OBJ:
+            if hobj[i]:
+                gobj = _settle(oadj[i])
+                if adj[i] != 0.0:
+                    gobj = gobj + adj[i]
+            elif adj[i] != 0.0:
+                gobj = adj[i]
+            else:
+                continue
+            steps += reverse_record(tp, i, gobj, adj, hobj, oadj)
+        elif o == OP_ELEM:
+            steps += elem_reverse(tp, i, adj, hobj, oadj, tgt)
+        elif hobj[i]:
+            gobj = _settle(oadj[i])
+            if adj[i] != 0.0:
+                gobj = gobj + adj[i]
+            steps += 1
+            if tp.a[i] >= 0:
+                _accumulate(tp.a[i], gobj * tp.p0[i], adj, hobj, oadj)
+            if tp.b[i] >= 0 and o < FIRST_CONST:
+                _accumulate(tp.b[i], gobj * tp.p1[i], adj, hobj, oadj)
+        else:
+            g = adj[i]
+            if g != 0.0:
+                steps += 1
+                adj[tp.a[i]] += g * tp.p0[i]
+                adj[tp.b[i]] += g * tp.p1[i]
+                adj[-1] = 0.0
+    return steps
+
+
+cdef int reverse_record(Tape tp, Py_ssize_t i, object gobj, double *adj,
+                        unsigned char *hobj, list oadj) except -1:
+    """Object node ``i`` with cotangent ``gobj``: its primitive's VJP rule
+    (or the C shortcut ``fast_vjp``) for each traced parent, accumulated
+    into the parents' adjoints; returns 1 if a rule ran, else 0."""
+    cdef Record rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
+    cdef Py_ssize_t k, pid
+    if rec.prim is None:
+        return 0
+    prim = rec.prim
+    fast = (<PrimitiveBase>prim).fast_vjp
+    if fast == FAST_PACK and pack_reverse(rec, gobj, adj):
+        return 1
+    for k in range(len(rec.parents)):
+        pid = rec.parents[k]
+        if pid < 0:
+            continue
+        c = fast_vjp(fast, k, gobj, rec) if fast else _NOFAST
+        if c is _NOFAST:
+            c = prim_vjp(<PrimitiveBase>prim, k, gobj, rec.ans, rec.saved, rec.params)
+        if c is not None:
+            if is_complex_value(c):
+                check_cotangent_kind(<PrimitiveBase>prim, c, not tp._is_complex_node(pid))
+            _accumulate(pid, c, adj, hobj, oadj)
+    return 1
+
+
+cdef list read_adjoints(Tape tp, wrt, double *adj, unsigned char *hobj, list oadj):
+    """The adjoint of each ``wrt`` node after a mixed sweep: object plus
+    float part, a float for scalar nodes, None where nothing reached."""
+    cdef Py_ssize_t i
+    result = []
+    for i in wrt:
+        if hobj[i]:
+            r = _settle(oadj[i])
+            if adj[i] != 0.0:
+                r = r + adj[i]
+            result.append(r)
+        elif adj[i] != 0.0 or tp._is_scalar(i):
+            result.append(adj[i])
+        else:
+            result.append(None)
+    return result
