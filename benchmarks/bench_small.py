@@ -24,13 +24,17 @@ differences at every size).  No test asserts a wall-clock time.
 """
 from __future__ import annotations
 
-import math
+import os
+import sys
 
 import numpy as np
 import pytest
 
 import tapead as ta
-import tapead.numpy as tnp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_core import (  # noqa: E402  (B1's loops, closed form and autograd case)
+    exact_value_and_grad as exact, loop_math, loop_np, loop_tnp, make_autograd_b1)
 
 S1_SIZES = [1000, 10_000]
 S2_SIZES = [2, 4, 8, 16, 32, 64]
@@ -44,37 +48,9 @@ def s1_input(n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1.0, 1.0, n)
 
 
-def loop_np(x):
-    s = 0.0
-    for i in range(len(x) - 1):
-        s = s + np.sin(x[i]) * x[i + 1]
-    return s
-
-
-def loop_tnp(x):
-    s = 0.0
-    for i in range(len(x) - 1):
-        s = s + tnp.sin(x[i]) * x[i + 1]
-    return s
-
-
-def loop_math(x):
-    s = 0.0
-    for i in range(len(x) - 1):
-        s = s + math.sin(x[i]) * x[i + 1]
-    return s
-
-
 tapead_vg = ta.value_and_grad(loop_np)
 tapead_jit_vg = ta.jit(ta.value_and_grad(loop_np))
 tapead_vg_list = ta.value_and_grad(loop_tnp)      # a list in: bench_core's B1
-
-
-def exact(x):
-    g = np.zeros_like(x)
-    g[:-1] += np.cos(x[:-1]) * x[1:]
-    g[1:] += np.sin(x[:-1])
-    return float(np.sum(np.sin(x[:-1]) * x[1:])), g
 
 
 def check_s1(result, x):
@@ -87,16 +63,7 @@ def check_s1(result, x):
                                atol=1e-14)
 
 
-def make_autograd_s1():
-    import autograd
-    import autograd.numpy as anp
-
-    def f(x):
-        s = 0.0
-        for i in range(len(x) - 1):
-            s = s + anp.sin(x[i]) * x[i + 1]
-        return s
-    return autograd.value_and_grad(f)
+make_autograd_s1 = make_autograd_b1      # the same loop; autograd takes arrays and lists
 
 
 def make_torch_s1():
