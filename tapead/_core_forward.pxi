@@ -156,6 +156,10 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
     if top is None:
         return prim.impl(*args, **params)
     if type(top) is BatchTrace:       # vmap: the batching rule, before any value
+        if prim.vmap_elementwise:
+            ans = _batch_elementwise(<BatchTrace>top, prim, args, params)
+            if ans is not None:
+                return ans
         return (<BatchTrace>top).handler(top, prim, args, params)
     vals = []
     for i in range(n):

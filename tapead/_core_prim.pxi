@@ -74,6 +74,7 @@ cdef class PrimitiveBase:
     cdef public object static_args
     cdef public int fast_vjp          # FAST_* kind: the sweep's C shortcut, 0 for none
     cdef public bint complex_ok       # its rules are right for complex values (JAX's convention)
+    cdef public bint vmap_elementwise  # its vmap rule is VMAP_ELEMENTWISE (a C shortcut)
 
     def __call__(self, *args, **params):
         return _bind(self, args, params)

@@ -7,7 +7,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, List, Tuple
 
-from tapead._core import classify_leaves
+import numpy as np
+
+from tapead._core import Batched, Dual, Tracer, classify_leaves
+
+#: the leaf types met most, answered before the container checks
+_LEAF_TYPES = frozenset({np.ndarray, float, int, complex, bool, np.float64, np.float32,
+                         np.int64, np.complex128, Tracer, Dual, Batched})
 
 #: type -> (flatten(node) -> (children, aux_data), unflatten(aux_data, children) -> node)
 _REGISTRY: dict = {}
@@ -51,6 +57,8 @@ def register_pytree_node(nodetype: type, flatten_func: Callable, unflatten_func:
 def _node_children(node):
     """(kind, meta, children) for a container node, or None for a leaf."""
     t = type(node)
+    if t in _LEAF_TYPES:
+        return None
     if t is tuple:
         return "tuple", None, node
     if t is list:
@@ -155,6 +163,8 @@ def tree_flatten(tree: Any) -> Tuple[List[Any], TreeDef]:
     >>> leaves
     [2.0, 3.0, 1.0]
     """
+    if type(tree) in _LEAF_TYPES:
+        return [tree], LEAF
     if type(tree) is dict:
         keys = sorted(tree)
         values = [tree[k] for k in keys]

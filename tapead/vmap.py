@@ -30,13 +30,15 @@ from tapead._core import Box, shape_of
 from tapead._prims import batching
 from tapead._prims.indexing import getitem
 from tapead._prims.shape import broadcast_to, concatenate, moveaxis, stack
-from tapead._tree import tree_flatten, tree_unflatten
+from tapead._tree import LEAF, TreeDef, tree_flatten, tree_unflatten
 from tapead.vmap_axes import (arg_names as _arg_names, broadcast_prefix as _broadcast_prefix,
                                check_axis as _check_axis,
                                is_array_like as _is_array_like, is_axis_leaf as _is_axis_leaf)
 from tapead.errors import BatchConcreteRead, BatchSplit, VmapFallbackError
 
 __all__ = ["vmap", "vmap_stats"]
+
+_EMPTY_DICT_TD = tree_flatten({})[1]
 
 
 def _lane(x, axis: int, i: int):
@@ -104,23 +106,30 @@ class _Mapped:
         names = self._names.get(len(args))
         if names is None:                  # inspect.signature costs more than a lane
             names = self._names[len(args)] = _arg_names(f, len(args))
-        specs, leaves, where = [], [], []
-        for i, a in enumerate(args):
-            ls = tree_flatten(a)[0]
-            specs.extend(_broadcast_prefix(in_axes[i], a, f"in_axes for {names[i]}"))
+        specs, leaves, where, tds, whole = [], [], [], [], set()
+        for i, a in enumerate(args):          # each argument flattened once
+            ls, td = tree_flatten(a)
+            spec = in_axes[i]
+            if _is_axis_leaf(spec):
+                specs.extend([spec] * len(ls))
+                if spec is None:
+                    whole.add(i)
+            else:
+                own = _broadcast_prefix(spec, a, f"in_axes for {names[i]}")
+                specs.extend(own)
+                if all(ax is None for ax in own):
+                    whole.add(i)
             leaves.extend(ls)
+            tds.append(td)
             where.extend([names[i]] * len(ls))
-        kw_leaves, kw_td = tree_flatten(kwargs)   # keyword arguments map over axis 0
+        if kwargs:
+            kw_leaves, kw_td = tree_flatten(kwargs)   # keyword arguments map over axis 0
+        else:
+            kw_leaves, kw_td = [], _EMPTY_DICT_TD
         specs.extend([0] * len(kw_leaves))
         leaves.extend(kw_leaves)
         where.extend(["a keyword argument"] * len(kw_leaves))
-        in_td = tree_flatten(args)[1]
-        whole, start = set(), 0
-        for j, a in enumerate(args):
-            stop = start + len(tree_flatten(a)[0])
-            if all(ax is None for ax in specs[start:stop]):
-                whole.add(j)
-            start = stop
+        in_td = TreeDef("tuple", None, tuple(tds), flat=all(td is LEAF for td in tds))
         n_pos = len(leaves) - len(kw_leaves)
 
         axes, sizes = [], []
@@ -159,6 +168,9 @@ class _Mapped:
             return f(*pos, **tree_unflatten(kw_td, inputs[n_pos:]))
 
         rewrite = _rewrite_of(f) if n > 0 and not kwargs else None
+        if getattr(rewrite, "needs_boxes", False) and not any(isinstance(x, Box)
+                                                              for x in leaves):
+            rewrite = None      # plain arrays: the transform's own tape records the lanes
         if rewrite is not None:
             out = self._rewritten(rewrite, f, args, in_axes, leaves, axes, in_td, n, chunk)
             if out is not NotImplemented:
@@ -229,7 +241,10 @@ class _Mapped:
         out_axes = self.out_axes
         if isinstance(out_axes, list) and not isinstance(first0, list):
             out_axes = tuple(out_axes)
-        specs = _broadcast_prefix(out_axes, first0, "out_axes")
+        if _is_axis_leaf(out_axes):
+            specs = [out_axes] * len(groups[0][3])
+        else:
+            specs = _broadcast_prefix(out_axes, first0, "out_axes")
         order = np.concatenate([g[0] for g in groups]) if len(groups) > 1 else None
         if order is not None and np.array_equal(order, np.arange(n)):
             order = None

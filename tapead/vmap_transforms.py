@@ -115,6 +115,9 @@ def _grad_rewrite(f, args, in_axes, n):
     return ((value, aux), g) if has_aux else (value, g)
 
 
+_grad_rewrite.needs_boxes = True     # vmap skips it for plain arrays (see the first test)
+
+
 class _NotScalar(Exception):
     """The function's lanes are not scalars: grad's own error, lane by lane."""
 

@@ -157,6 +157,7 @@ class Primitive(_core.PrimitiveBase):
             raise TypeError(f"{self.name}.defvmap(VMAP_ELEMENTWISE): only elementwise "
                             "primitives batch by padding their operands")
         self.vmap_rule = rule
+        self.vmap_elementwise = rule is VMAP_ELEMENTWISE
         return self
 
     def defsparsity(self, rule: Callable, reason: Optional[str] = None) -> "Primitive":

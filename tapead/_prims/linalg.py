@@ -98,28 +98,34 @@ def _matmul_batched(tans, ans, vals, params, K):
 def _matmul_vjp_a(g, ans, a, b):
     if _plain2d(g, a, b):             # the common case, without the general machinery
         return _real_for(a, g @ b.T)
-    na, nb = np.ndim(a), np.ndim(b)
+    na, nb = ndim_of(a), ndim_of(b)
     if na == 1 and nb == 1:
         return unbroadcast(a, g * b)
     if nb == 1:                       # (..., m, k) @ (k,) -> (..., m)
-        return unbroadcast(a, reshape(g, np.shape(g) + (1,)) * b)
+        return unbroadcast(a, reshape(g, _core.shape_of(g) + (1,)) * b)
+    if na == 1 and nb == 2:           # (k,) @ (k, n) -> (n,): g @ b^T
+        return unbroadcast(a, matmul(g, _mT(b)))
     if na == 1:                       # (k,) @ (..., k, n) -> (..., n)
-        ga = matmul(b, reshape(g, np.shape(g) + (1,)))
-        return unbroadcast(a, reshape(ga, np.shape(ga)[:-1]))
+        ga = matmul(b, reshape(g, _core.shape_of(g) + (1,)))
+        return unbroadcast(a, reshape(ga, _core.shape_of(ga)[:-1]))
     return unbroadcast(a, matmul(g, _mT(b)))
 
 
 def _matmul_vjp_b(g, ans, a, b):
     if _plain2d(g, a, b):
         return _real_for(b, a.T @ g)
-    na, nb = np.ndim(a), np.ndim(b)
+    na, nb = ndim_of(a), ndim_of(b)
     if na == 1 and nb == 1:
         return unbroadcast(b, g * a)
     if nb == 1:                       # gb_k = sum_m a_mk g_m
-        gb = matmul(reshape(g, np.shape(g)[:-1] + (1, np.shape(g)[-1])), a)
-        return unbroadcast(b, reshape(gb, np.shape(gb)[:-2] + (np.shape(gb)[-1],)))
+        gb = matmul(reshape(g, _core.shape_of(g)[:-1] + (1, _core.shape_of(g)[-1])), a)
+        return unbroadcast(b, reshape(gb, _core.shape_of(gb)[:-2] + (_core.shape_of(gb)[-1],)))
     if na == 1:                       # gb_kn = a_k g_n
-        return unbroadcast(b, reshape(a, (np.shape(a)[0], 1)) * reshape(g, np.shape(g)[:-1] + (1, np.shape(g)[-1])))
+        gs = _core.shape_of(g)
+        if len(gs) == 1:              # (k,) @ (k, n): the outer product
+            return unbroadcast(b, reshape(a, (_core.shape_of(a)[0], 1)) * g)
+        return unbroadcast(b, reshape(a, (_core.shape_of(a)[0], 1))
+                           * reshape(g, gs[:-1] + (1, gs[-1])))
     return unbroadcast(b, matmul(_mT(a), g))
 
 
@@ -135,6 +141,8 @@ def _matmul_vmap(args, bdims):
     numpy broadcasts shared operands against every lane."""
     (a, b), (da, db) = args, bdims
     na, nb = batching.lane_ndim(a, da), batching.lane_ndim(b, db)
+    if db is None and nb == 2:         # x @ W, W shared: the lanes are rows already
+        return matmul(batching.to_front(a, da), b), 0
     top = max(na, nb, 2) - 2
     drop = []
     if da is not None:

@@ -43,13 +43,33 @@ def reshape(x, shape, order="C", *, copy=None):
             raise TypeError(f"reshape(..., order={order!r}) on traced values: only C order "
                             "is supported; transpose first (x.T.reshape(...).T is "
                             "Fortran order)")
-        shape = np.empty(np.shape(x), dtype=np.uint8).reshape(shape).shape
-        if shape == np.shape(x):
+        old = _core.shape_of(x)
+        shape = _resolved_shape(old, shape)
+        if shape == old:
             return x
         return bind(reshape_p, x, shape=shape)
     if order == "C" and copy is None:
         return np.reshape(x, shape)
     return np.reshape(x, shape, order=order, copy=copy)
+
+
+def _resolved_shape(old, shape) -> tuple:
+    """``shape`` with its ``-1`` filled in for an array of shape ``old``
+    (numpy's error when the sizes cannot match)."""
+    try:
+        new = tuple(int(s) for s in shape)
+    except TypeError:
+        new = None
+    if new is not None and -1 not in new and all(s >= 0 for s in new):
+        size = 1
+        for s in old:
+            size *= s
+        total = 1
+        for s in new:
+            total *= s
+        if total == size:
+            return new
+    return np.empty(old, dtype=np.uint8).reshape(shape).shape
 
 
 # transpose -------------------------------------------------------------------
@@ -351,8 +371,8 @@ def unbroadcast(x, g):
     ``x`` and a complex ``g``, keep ``g``'s real part (undo the promotion to complex)."""
     if is_complex(g) and not is_complex(x):
         g = _real_piece(g)
-    shape = x.shape if type(x) is ShapeOnly or type(x) is np.ndarray else np.shape(x)
-    gshape = g.shape if type(g) is np.ndarray else np.shape(g)
+    shape = x.shape if type(x) is ShapeOnly or type(x) is np.ndarray else _core.shape_of(x)
+    gshape = g.shape if type(g) is np.ndarray else _core.shape_of(g)
     if gshape == shape:
         return g
     if type(g) is np.ndarray:          # plain arrays: reduce directly with numpy
