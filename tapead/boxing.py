@@ -21,7 +21,7 @@ from tapead._prims.construct import pack_objects
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.errors import NonDifferentiableError, NonScalarOutputError
 
-__all__ = ["ArgNums", "Where"] + [
+__all__ = ["ArgNums", "Where", "pooled"] + [
     "normalize_argnums", "normalize_argnums_checked", "as_result", "check_kinds", "check_leaf",
     "check_scalar_output", "concrete_tree", "grads", "pack_outputs", "plain", "record_call",
     "seed_like", "split_aux", "unbox_out", "zeros_like"]
@@ -45,6 +45,17 @@ class Where:
         return f"{self.name}: argument {self.arg}"
 
     __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
+
+
+def pooled(fn):
+    """``fn`` with numpy allocating through tapead's memory pool while it runs
+    (``_core.pooled``: the intermediates of one call reuse the memory the
+    last call freed instead of faulting in fresh pages)."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with _core.pooled():
+            return fn(*args, **kwargs)
+    return run
 
 
 def check_leaf(x, what, complex_ok=False):

@@ -180,6 +180,10 @@ class _Jitted:
 
     # -- calls -------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        with _core.pooled():      # a replay's values reuse the last call's memory
+            return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         try:
             key, td, leaves, traced = self._signature(args, kwargs)
         except _Eager:           # inside another transform: its tracers need eager code

@@ -20,7 +20,7 @@ from tapead.boxing import (  # the shared helpers, under their old local names
     unbox_out as _unbox_out, plain as _plain, pack_outputs as _pack_outputs,
     concrete_tree as _concrete_tree, split_aux as _split_aux,
     check_scalar_output as _check_scalar_output, check_kinds as _check_kinds,
-    seed_like as _seed_like, record_call as _record, grads as _grads)
+    seed_like as _seed_like, record_call as _record, grads as _grads, pooled as _pooled)
 from tapead.errors import ShapeError
 
 __all__ = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian",
@@ -75,29 +75,35 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
     """
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
-        tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
-            f, args, kwargs, argnums, "grad", holomorphic)
-        if holomorphic:
-            _check_kinds("grad", True, [x for leaves in in_leaves for x in leaves])
-        if has_aux:
-            out, aux = _split_aux(out, "grad")
-        if holomorphic or not (type(out) is Tracer and type(out.primal) is float):
-            _check_scalar_output(out, "grad", has_aux, holomorphic)
-            if holomorphic or _core.is_complex(out):
-                _check_kinds("grad", holomorphic, outs=[out])
-        if type(out) is Tracer and out.tape is tape:
-            outputs, seeds = [out.idx], [1.0 if not holomorphic else 1.0 + 0j]
-        else:
-            outputs, seeds = [], []
-        g = _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single)
-        value = _plain(_unbox_out(out, tape))
-        if has_aux:
-            return (value, _concrete_tree(aux, tape)), g
-        return value, g
+        with _core.pooled():          # the intermediates reuse the last call's memory
+            return _value_and_grad(f, args, kwargs, argnums, has_aux, holomorphic)
     # ta.jit recognises this wrapper and replays f's tape with one reverse sweep
     value_and_grad_f._tapead_grad = (f, argnums, has_aux, holomorphic, "value_and_grad",
                                      value_and_grad_f)
     return value_and_grad_f
+
+
+def _value_and_grad(f, args, kwargs, argnums, has_aux, holomorphic):
+    """``value_and_grad(f)(*args, **kwargs)``: record, check the output, one sweep."""
+    tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
+        f, args, kwargs, argnums, "grad", holomorphic)
+    if holomorphic:
+        _check_kinds("grad", True, [x for leaves in in_leaves for x in leaves])
+    if has_aux:
+        out, aux = _split_aux(out, "grad")
+    if holomorphic or not (type(out) is Tracer and type(out.primal) is float):
+        _check_scalar_output(out, "grad", has_aux, holomorphic)
+        if holomorphic or _core.is_complex(out):
+            _check_kinds("grad", holomorphic, outs=[out])
+    if type(out) is Tracer and out.tape is tape:
+        outputs, seeds = [out.idx], [1.0 if not holomorphic else 1.0 + 0j]
+    else:
+        outputs, seeds = [], []
+    g = _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single)
+    value = _plain(_unbox_out(out, tape))
+    if has_aux:
+        return (value, _concrete_tree(aux, tape)), g
+    return value, g
 
 
 def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
@@ -153,6 +159,7 @@ def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
     return grad_f
 
 
+@_pooled
 def vjp(f: Callable, *primals, has_aux: bool = False):
     """Reverse mode: ``f``'s output and a function that pulls cotangents back.
 
@@ -191,6 +198,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     out_leaves, out_tree = tree_flatten(out)
     values = [_plain(_unbox_out(x, tape)) for x in out_leaves]
 
+    @_pooled
     def pullback(cotangent):
         ct_leaves, ct_tree = tree_flatten(cotangent)
         if len(ct_leaves) != len(out_leaves):
@@ -218,6 +226,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
 # forward mode (dual numbers)
 # ---------------------------------------------------------------------------
 
+@_pooled
 def jvp(f: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
     """Forward mode: ``(f(*primals), J·tangents)`` by dual numbers, in one run.
 
@@ -347,48 +356,49 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
     """
     @functools.wraps(f)
     def jac_f(*args, **kwargs):
-        tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
-            f, args, kwargs, argnums, "jacfwd", holomorphic)
-        if has_aux:
-            out, aux = _split_aux(out, "jacfwd")
-            aux = _concrete_tree(aux, tape)
-        flat_in = [x for leaves in in_leaves for x in leaves]
-        if holomorphic:
-            _check_kinds("jacfwd", True, flat_in, tree_flatten(out)[0])
-        flat_ids = [i for ids in in_ids for i in ids]
-        sizes = [int(np.prod(np.shape(x))) for x in flat_in]
-        K = int(sum(sizes))
-        seeds, off = {}, 0
-        for x, nid, m in zip(flat_in, flat_ids, sizes):
-            eye = np.zeros((K, m), dtype=np.result_type(_core.lanes_of(x)))
-            eye[off:off + m] = np.eye(m)
-            seeds[nid] = eye.reshape((K,) + np.shape(x))
-            off += m
-        out_leaves, out_tree = tree_flatten(out)
-        ids = [x.idx if type(x) is Tracer and x.tape is tape else -1 for x in out_leaves]
-        tans = tape.forward_sweep(seeds, [i for i in ids if i >= 0], K) if K else []
-        tans_iter = iter(tans)
-        jac_leaves = []
-        for x, i in zip(out_leaves, ids):
-            val = _unbox_out(x, tape)
-            t = next(tans_iter) if i >= 0 else None
-            oshape = np.shape(val)
-            if t is None:
-                t = np.zeros((K,) + oshape, dtype=np.result_type(_core.lanes_of(val)))
-            if isinstance(t, Box):      # tangents traced by an outer transform
-                from tapead._prims.shape import moveaxis, reshape  # local: traced values only
-            else:
-                moveaxis, reshape = np.moveaxis, np.reshape
-                t = np.asarray(t, dtype=np.result_type(_core.lanes_of(val)))
-            t = reshape(t, (K,) + oshape)
-            blocks, off = [], 0
-            for xin, m in zip(flat_in, sizes):
-                blk = reshape(moveaxis(t[off:off + m], 0, -1), oshape + np.shape(xin))
-                blocks.append(blk)
+        with _core.pooled():      # the intermediates reuse the last call's memory
+            tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
+                f, args, kwargs, argnums, "jacfwd", holomorphic)
+            if has_aux:
+                out, aux = _split_aux(out, "jacfwd")
+                aux = _concrete_tree(aux, tape)
+            flat_in = [x for leaves in in_leaves for x in leaves]
+            if holomorphic:
+                _check_kinds("jacfwd", True, flat_in, tree_flatten(out)[0])
+            flat_ids = [i for ids in in_ids for i in ids]
+            sizes = [int(np.prod(np.shape(x))) for x in flat_in]
+            K = int(sum(sizes))
+            seeds, off = {}, 0
+            for x, nid, m in zip(flat_in, flat_ids, sizes):
+                eye = np.zeros((K, m), dtype=np.result_type(_core.lanes_of(x)))
+                eye[off:off + m] = np.eye(m)
+                seeds[nid] = eye.reshape((K,) + np.shape(x))
                 off += m
-            jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
-        jac = tree_unflatten(out_tree, jac_leaves)
-        return (jac, aux) if has_aux else jac
+            out_leaves, out_tree = tree_flatten(out)
+            ids = [x.idx if type(x) is Tracer and x.tape is tape else -1 for x in out_leaves]
+            tans = tape.forward_sweep(seeds, [i for i in ids if i >= 0], K) if K else []
+            tans_iter = iter(tans)
+            jac_leaves = []
+            for x, i in zip(out_leaves, ids):
+                val = _unbox_out(x, tape)
+                t = next(tans_iter) if i >= 0 else None
+                oshape = np.shape(val)
+                if t is None:
+                    t = np.zeros((K,) + oshape, dtype=np.result_type(_core.lanes_of(val)))
+                if isinstance(t, Box):      # tangents traced by an outer transform
+                    from tapead._prims.shape import moveaxis, reshape  # local: traced values only
+                else:
+                    moveaxis, reshape = np.moveaxis, np.reshape
+                    t = np.asarray(t, dtype=np.result_type(_core.lanes_of(val)))
+                t = reshape(t, (K,) + oshape)
+                blocks, off = [], 0
+                for xin, m in zip(flat_in, sizes):
+                    blk = reshape(moveaxis(t[off:off + m], 0, -1), oshape + np.shape(xin))
+                    blocks.append(blk)
+                    off += m
+                jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
+            jac = tree_unflatten(out_tree, jac_leaves)
+            return (jac, aux) if has_aux else jac
     jac_f._tapead_jac = (f, argnums, has_aux, holomorphic, "jacfwd", jac_f)   # for ta.vmap
     return jac_f
 
@@ -428,47 +438,48 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
     """
     @functools.wraps(f)
     def jac_f(*args, **kwargs):
-        tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
-            f, args, kwargs, argnums, "jacrev", holomorphic)
-        if has_aux:
-            out, aux = _split_aux(out, "jacrev")
-            aux = _concrete_tree(aux, tape)
-        out_leaves, out_tree = tree_flatten(out)
-        flat_in = [x for leaves in in_leaves for x in leaves]
-        if holomorphic or any(_core.is_complex(y) for y in out_leaves):
-            _check_kinds("jacrev", holomorphic, flat_in if holomorphic else None,
-                         out_leaves)
-        flat_ids = [i for ids in in_ids for i in ids]
-        jac_leaves = []
-        for x in out_leaves:
-            val = _unbox_out(x, tape)
-            oshape = np.shape(val)
-            rows = []
-            for j in range(int(np.prod(oshape))):
-                if type(x) is Tracer and x.tape is tape:
-                    if oshape == ():
-                        seed = 1.0 + 0j if holomorphic else 1.0
+        with _core.pooled():      # the intermediates reuse the last call's memory
+            tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
+                f, args, kwargs, argnums, "jacrev", holomorphic)
+            if has_aux:
+                out, aux = _split_aux(out, "jacrev")
+                aux = _concrete_tree(aux, tape)
+            out_leaves, out_tree = tree_flatten(out)
+            flat_in = [x for leaves in in_leaves for x in leaves]
+            if holomorphic or any(_core.is_complex(y) for y in out_leaves):
+                _check_kinds("jacrev", holomorphic, flat_in if holomorphic else None,
+                             out_leaves)
+            flat_ids = [i for ids in in_ids for i in ids]
+            jac_leaves = []
+            for x in out_leaves:
+                val = _unbox_out(x, tape)
+                oshape = np.shape(val)
+                rows = []
+                for j in range(int(np.prod(oshape))):
+                    if type(x) is Tracer and x.tape is tape:
+                        if oshape == ():
+                            seed = 1.0 + 0j if holomorphic else 1.0
+                        else:
+                            seed = np.zeros(oshape, dtype=np.result_type(_core.lanes_of(val)))
+                            seed.flat[j] = 1.0
+                        adjs = tape.backward([x.idx], [seed], flat_ids)
                     else:
-                        seed = np.zeros(oshape, dtype=np.result_type(_core.lanes_of(val)))
-                        seed.flat[j] = 1.0
-                    adjs = tape.backward([x.idx], [seed], flat_ids)
-                else:
-                    adjs = [None] * len(flat_ids)
-                rows.append([_as_result(a, xin) for a, xin in zip(adjs, flat_in)])
-            blocks = []
-            for k, xin in enumerate(flat_in):
-                ishape = np.shape(_core.concrete(xin))
-                if rows and isinstance(rows[0][k], Box):
-                    from tapead._prims.shape import reshape, stack  # local: traced values only
-                    blk = reshape(stack([r[k] for r in rows]), oshape + ishape)
-                else:
-                    dt = np.result_type(_core.lanes_of(xin))
-                    blk = (np.stack([np.asarray(r[k]) for r in rows]).reshape(oshape + ishape)
-                           if rows else np.zeros(oshape + ishape, dtype=dt))
-                blocks.append(blk)
-            jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
-        jac = tree_unflatten(out_tree, jac_leaves)
-        return (jac, aux) if has_aux else jac
+                        adjs = [None] * len(flat_ids)
+                    rows.append([_as_result(a, xin) for a, xin in zip(adjs, flat_in)])
+                blocks = []
+                for k, xin in enumerate(flat_in):
+                    ishape = np.shape(_core.concrete(xin))
+                    if rows and isinstance(rows[0][k], Box):
+                        from tapead._prims.shape import reshape, stack  # local: traced values only
+                        blk = reshape(stack([r[k] for r in rows]), oshape + ishape)
+                    else:
+                        dt = np.result_type(_core.lanes_of(xin))
+                        blk = (np.stack([np.asarray(r[k]) for r in rows]).reshape(oshape + ishape)
+                               if rows else np.zeros(oshape + ishape, dtype=dt))
+                    blocks.append(blk)
+                jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
+            jac = tree_unflatten(out_tree, jac_leaves)
+            return (jac, aux) if has_aux else jac
     jac_f._tapead_jac = (f, argnums, has_aux, holomorphic, "jacrev", jac_f)   # for ta.vmap
     return jac_f
 
@@ -502,6 +513,7 @@ def hessian(f: Callable, argnums: ArgNums = 0, holomorphic: bool = False) -> Cal
                   holomorphic=holomorphic)
 
 
+@_pooled
 def hvp(f: Callable, primals: Sequence, tangents: Sequence):
     """Hessian-vector product ``H·v`` by forward over reverse.
 

@@ -88,6 +88,10 @@ class _Mapped:
         functools.update_wrapper(self, f, updated=())
 
     def __call__(self, *args, **kwargs):
+        with _core.pooled():          # the lanes' intermediates reuse the last call's memory
+            return self._call(args, kwargs)
+
+    def _call(self, args, kwargs):
         f = self.f
         in_axes = self.in_axes
         if isinstance(in_axes, list):
