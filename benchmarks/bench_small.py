@@ -148,6 +148,32 @@ def make_jax_jit_rk4():
     return lambda y: jax.block_until_ready(fn(y))
 
 
+def make_jax_fori_rk4():
+    """``jax.jit(value_and_grad)`` of the RK4 written with ``lax.fori_loop`` (XLA
+    compiles one step, not 1000 unrolled ones); returns (fn, compile seconds)."""
+    import time
+
+    import jax
+    import jax.numpy as jnp
+
+    def run(y0):
+        def step(_, y):
+            k1 = pendulum(y, jnp)
+            k2 = pendulum(y + H / 2 * k1, jnp)
+            k3 = pendulum(y + H / 2 * k2, jnp)
+            k4 = pendulum(y + H * k3, jnp)
+            return y + H / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        return jax.lax.fori_loop(0, STEPS, step, y0)[0] ** 2
+    fn = jax.jit(jax.value_and_grad(run))
+    t = time.perf_counter()
+    jax.block_until_ready(fn(s2_state(2)))
+    return (lambda y: jax.block_until_ready(fn(y))), time.perf_counter() - t
+
+
+#: the RK4's tape recorded on the first call, replayed in C after
+tapead_jit_rk4 = ta.jit(ta.value_and_grad(rk4))
+
+
 def make_torch_rk4():
     import torch
 
@@ -275,6 +301,24 @@ def test_s2_torch(benchmark, torch_1thread):
     np.testing.assert_allclose(g.numpy(), tapead_rk4(y0)[1], rtol=1e-10)
 
 
+def test_s2_tapead_jit_replay(benchmark):
+    benchmark.group = "S2 RK4 n=2"
+    y0 = s2_state(2)
+    tapead_jit_rk4(y0)
+    v, g = _bench(benchmark, tapead_jit_rk4, y0)
+    v_ref, g_ref = tapead_rk4(y0)
+    assert v == v_ref
+    np.testing.assert_array_equal(g, g_ref)
+
+
+def test_s2_jax_fori_loop(benchmark, jax_x64):
+    benchmark.group = "S2 RK4 n=2"
+    y0 = s2_state(2)
+    fn, _ = make_jax_fori_rk4()
+    v, g = _bench(benchmark, fn, y0)
+    np.testing.assert_allclose(g, tapead_rk4(y0)[1], rtol=1e-10)
+
+
 @pytest.mark.parametrize("n", S2_SIZES)
 def test_s2_chain_tapead(benchmark, n):
     benchmark.group = f"S2 RK4 chain n={n}"
@@ -313,12 +357,48 @@ def main() -> None:                                     # pragma: no cover
               f"target <= 3)  jit {jit:.2e} ({jit / plain:.2f}x)")
         print(f"  n={n:6d} list:  math  {plain_l:.2e}  tapead {tp_l:.2e} "
               f"({tp_l / plain_l:.2f}x, target <= 3)")
+        peers = []
+        if n <= 1000:      # jax.jit of the unrolled loop at n = 10 000 compiles for minutes
+            try:
+                import jax
+                jax.config.update("jax_enable_x64", True)
+                peers.append(("jax.jit steady", med(make_jax_jit_s1(x), x)))
+            except ImportError:
+                pass
+            try:
+                import torch
+                torch.set_num_threads(1)
+                peers.append(("torch eager", med(make_torch_s1(), x)))
+            except ImportError:
+                pass
+        for name, t in peers:
+            print(f"  n={n:6d} array: {name} {t:.2e}: tapead {t / tp:.2f}x faster, "
+                  f"ta.jit {t / jit:.1f}x faster (target >= 30x vs jax.jit)")
     print(f"S2: RK4, {STEPS} steps, gradient of the final theta^2")
     y0 = s2_state(2)
     plain, tp = med(rk4, y0, total=3), med(tapead_rk4, y0, total=3)
     fd = med(central_differences, rk4, y0, total=3)
+    tapead_jit_rk4(y0)
+    rep = med(tapead_jit_rk4, y0, total=2)
     print(f"  pendulum n=2: numpy {plain:.2e}  tapead {tp:.2e} ({tp / plain:.2f}x, "
-          f"target <= 4)  central differences {fd:.2e} ({fd / plain:.2f}x)")
+          f"target <= 4)  central differences {fd:.2e} ({fd / plain:.2f}x)  "
+          f"ta.jit replay {rep:.2e} ({rep / plain:.2f}x)")
+    try:
+        import torch
+        torch.set_num_threads(1)
+        tt = med(make_torch_rk4(), y0, total=3)
+        print(f"  torch eager {tt:.2e}: tapead {tt / tp:.2f}x faster (target >= 5x)")
+    except ImportError:
+        pass
+    try:
+        import jax
+        jax.config.update("jax_enable_x64", True)
+        jf, compile_s = make_jax_fori_rk4()
+        tj = med(jf, y0, total=2)
+        print(f"  jax.jit(fori_loop) {tj:.2e} steady (compile {compile_s:.2f} s): ta.jit "
+              f"replay {rep / tj:.2f}x it (target <= 3x), tapead {tp / tj:.1f}x it")
+    except ImportError:
+        pass
     for n in S2_SIZES:
         y0 = s2_state(n)
         plain = med(rk4_chain, y0, total=1)
