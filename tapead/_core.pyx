@@ -458,3 +458,5 @@ include "_core_scan.pxi"
 include "_core_forward.pxi"
 
 include "_core_batch.pxi"
+include "_core_pool.pxi"
+include "_core_probes.pxi"

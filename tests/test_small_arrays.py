@@ -526,3 +526,25 @@ def test_empty_vectors_take_the_generic_path():
     for y in (np.sin(e), e * 2.0, e + e, np.sum(e), e[1:], np.concatenate([e, e])):
         assert np.size(y.primal) == (1 if y is not None and np.ndim(y.primal) == 0 else 0)
     assert ta.grad(lambda v: np.sum(np.sin(v) * v) + 1.0)(np.zeros(0)).shape == (0,)
+
+
+def test_numpys_probes_of_a_box_are_answered_without_changing_any_attribute():
+    # np.array([a, b]) asks each element for __array_struct__ and
+    # __array_interface__; a box answers "no such attribute" in C
+    for box in (_core.Tracer, _core.Dual, _core.Batched):
+        for name in ("__array_struct__", "__array_interface__"):
+            assert name not in dir(box), (box, name)
+
+    def f(x):
+        a, b = x[0], x[1]
+        assert not hasattr(a, "__array_interface__") and not hasattr(a, "__array_struct__")
+        assert a.__array_priority__ == 1000.0 and hasattr(a, "__array__")
+        assert a.T is not None and callable(a.sum)
+        with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+            a.nonexistent
+        return np.sum(np.array([a * b, np.sin(a)]) ** 2)
+    x = np.array([0.3, -1.2])
+    g = ta.grad(f)(x)
+    a, b = x
+    exact = [2 * a * b * b + 2 * np.sin(a) * np.cos(a), 2 * a * b * a]
+    np.testing.assert_allclose(g, exact, rtol=1e-14)
