@@ -43,6 +43,41 @@ cdef tuple _TWO_NONE = (None, None)
 cdef tuple _ONE_CONST = (-1,)
 
 
+# The scalar buffers of the last large tape freed, kept for the next one: a
+# tape of 10^4-10^6 nodes otherwise faults in fresh pages on every call (the
+# system takes large freed blocks back), which cost more than recording.
+# Tapes are made and freed with the GIL held, so one module-level set is safe.
+cdef struct _SpareBuffers:
+    Py_ssize_t cap
+    int32_t *op
+    int32_t *a
+    int32_t *b
+    double *val
+    double *p0
+    double *p1
+    double *adj
+    Py_ssize_t adj_cap
+
+cdef _SpareBuffers _spare
+_spare.cap = 0
+_spare.adj = NULL
+_spare.adj_cap = 0
+
+cdef enum:
+    SPARE_MIN = 4096                 # nodes: smaller tapes come from malloc's own lists
+    SPARE_MAX = 2097152              # nodes (72 MB of buffers): larger ones are given back
+
+
+cdef void spare_release():
+    if _spare.cap:
+        free(_spare.op); free(_spare.a); free(_spare.b)
+        free(_spare.val); free(_spare.p0); free(_spare.p1)
+    free(_spare.adj)
+    _spare.cap = 0
+    _spare.adj = NULL
+    _spare.adj_cap = 0
+
+
 @cython.final
 cdef class Tape(Trace):
     """A Wengert tape: an append-only list of nodes and their local rules.
@@ -90,20 +125,36 @@ cdef class Tape(Trace):
     def __cinit__(self, Py_ssize_t capacity=256):
         if capacity < 16:
             capacity = 16
-        self.cap = capacity
         self.n = 0
-        self.op = <int32_t *>malloc(capacity * sizeof(int32_t))
-        self.a = <int32_t *>malloc(capacity * sizeof(int32_t))
-        self.b = <int32_t *>malloc(capacity * sizeof(int32_t))
-        self.val = <double *>malloc(capacity * sizeof(double))
-        self.p0 = <double *>malloc(capacity * sizeof(double))
-        self.p1 = <double *>malloc(capacity * sizeof(double))
+        if _spare.cap >= capacity:      # the last large tape's buffers: pages already mapped
+            self.cap = _spare.cap
+            self.op, self.a, self.b = _spare.op, _spare.a, _spare.b
+            self.val, self.p0, self.p1 = _spare.val, _spare.p0, _spare.p1
+            self.adj_cache, self.adj_cap = _spare.adj, _spare.adj_cap
+            _spare.cap = 0
+            _spare.adj, _spare.adj_cap = NULL, 0
+        else:
+            self.cap = capacity
+            self.op = <int32_t *>malloc(capacity * sizeof(int32_t))
+            self.a = <int32_t *>malloc(capacity * sizeof(int32_t))
+            self.b = <int32_t *>malloc(capacity * sizeof(int32_t))
+            self.val = <double *>malloc(capacity * sizeof(double))
+            self.p0 = <double *>malloc(capacity * sizeof(double))
+            self.p1 = <double *>malloc(capacity * sizeof(double))
         if not (self.op and self.a and self.b and self.val and self.p0 and self.p1):
             raise MemoryError("cannot allocate a tape")
         self.recs = []
         self.inputs = []
 
     def __dealloc__(self):
+        if SPARE_MIN <= self.cap <= SPARE_MAX and self.cap > _spare.cap and self.op \
+                and self.a and self.b and self.val and self.p0 and self.p1:
+            spare_release()             # keep the larger set for the next tape
+            _spare.op, _spare.a, _spare.b = self.op, self.a, self.b
+            _spare.val, _spare.p0, _spare.p1 = self.val, self.p0, self.p1
+            _spare.adj, _spare.adj_cap = self.adj_cache, self.adj_cap
+            _spare.cap = self.cap
+            return
         free(self.adj_cache)
         free(self.op); free(self.a); free(self.b)
         free(self.val); free(self.p0); free(self.p1)

@@ -244,3 +244,33 @@ def test_forward_sweep_visits_only_what_the_outputs_depend_on(monkeypatch):
     seeds = np.eye(5)
     (t,) = tape.forward_sweep({tape.inputs[0]: seeds}, [out.idx], 5)
     np.testing.assert_allclose(t, np.diag(-2.0 * np.sin(x)), rtol=1e-15, atol=1e-16)
+
+
+def test_large_tapes_one_after_another_and_side_by_side_stay_right():
+    # a freed tape of >= 4096 nodes leaves its buffers to the next tape: the
+    # next one must start empty, grow past them, and a tape alive meanwhile
+    # must keep its own
+    import math
+
+    def f(x):
+        s = 0.0
+        for i in range(len(x) - 1):
+            s = s + tnp.sin(x[i]) * x[i + 1]
+        return s
+
+    def exact(x):
+        g = [0.0] * len(x)
+        for i in range(len(x) - 1):
+            g[i] += math.cos(x[i]) * x[i + 1]
+            g[i + 1] += math.sin(x[i])
+        return g
+    rng = np.random.default_rng(7)
+    for n in (5000, 20000, 3000, 9000):
+        x = rng.uniform(-1, 1, n).tolist()
+        np.testing.assert_allclose(ta.grad(f)(x), exact(x), rtol=1e-13, atol=1e-15)
+    x = rng.uniform(-1, 1, 6000).tolist()
+    y = rng.uniform(-1, 1, 7000).tolist()
+    _, pull_x = ta.vjp(f, x)                 # its tape stays alive
+    gy = ta.grad(f)(y)                       # records and frees a tape meanwhile
+    np.testing.assert_allclose(pull_x(1.0)[0], exact(x), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(gy, exact(y), rtol=1e-13, atol=1e-15)
