@@ -170,7 +170,8 @@ def _matmul_vmap_shared(a, b, da, db, na, nb):
     one (n * m, k) matrix.
     """
     if da is None and db is not None and na == 2 and nb == 1:
-        return matmul(batching.to_front(b, db), _mT(a))            # (n, m)
+        at = a.T if type(a) is np.ndarray else _mT(a)
+        return matmul(batching.to_front(b, db), at)                 # (n, m)
     if da is not None and db is None and nb <= 2 and na <= 2:
         a = batching.to_front(a, da)
         if na == 1:
