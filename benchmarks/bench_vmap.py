@@ -1,5 +1,5 @@
 """Per-example gradients of tanh MLPs, float64: a 10-32-10 MLP at batch 256,
-and seed 004's 2-64-64-1 MLP at batch 64 (squared error per example).
+and the terrain example's 2-64-64-1 MLP at batch 64 (squared error per example).
 
 Run the timings (pytest-benchmark; JAX only when importable)::
 
