@@ -26,8 +26,9 @@ of ``vmap`` with and without ``chunk_size``:
   ``chunk_size=16`` against 1840 KiB without): the output, the per-example
   gradients (256 x 682 floats, 1364 KiB), is most of the peak and cannot be
   chunked away, and the chunked run holds the chunks' outputs and their
-  concatenation at the same time (twice the output), more than the tape it
-  saves (about 470 KiB for the whole batch);
+  concatenation at the same time (twice the output, 2730 KiB), more than
+  chunking saves of the rest (about 470 KiB: the tape and temporaries of
+  the whole batch);
 * where per-lane intermediates dominate, chunking bounds the peak: the
   gradient of a pairwise energy ``sum(exp(-(x_i - x_j)^2))`` of 100 points
   per lane, 256 lanes, makes (lane, 100, 100) temporaries (20 MB each for
@@ -37,15 +38,19 @@ of ``vmap`` with and without ``chunk_size``:
   asserts it on a smaller case).
 
 Targets: <= 1.5x the hand-vectorised numpy, >= 20x faster than tapead's
-own loop.  Measured under load (2 cores shared by several jobs; the figures
-move with the load), one run: 10-32-10 at 1.8x numpy, 18x faster than the
-loop, jax.jit 0.29x and torch.func 1.25x tapead's time; 2-64-64-1 at 2.4x
-numpy, 6x faster than the loop (64 examples only), jax.jit 0.59x and
-torch.func 1.2x; chunking 0.67x (more memory) on the MLP and 15.7x less on
-the pairwise energy.
+own loop.  One run (2 cores shared with several jobs, load about 5; the
+figures move with the load), after ``settle_malloc`` (the allocator state of
+a long-running process: without it every row measured first ran up to 1.6x
+slower): 10-32-10 at 2.6x numpy (0.52 ms), 60x faster than the loop,
+jax.jit 0.49x and torch.func 2.1x tapead's time; 2-64-64-1 at 2.2x numpy
+(0.65 ms), 13x faster than the loop, jax.jit 0.73x and torch.func 1.4x;
+chunk_size=16: 1.5x MORE peak memory on the MLP, 15.7x less
+on the pairwise energy.
 """
 from __future__ import annotations
 
+import os
+import sys
 import time
 import tracemalloc
 
@@ -213,13 +218,20 @@ def _best(fn, repeat=3):
     return best
 
 
-def _table(problem):
+def _own_rows(problem):
+    """tapead's and numpy's rows (measured before any peer is imported)."""
     p, X, Y = _problem(problem)
     rows = []
     for name, make in METHODS.items():
         fn = make()
         fn(p, X, Y)
         rows.append((name, _best(lambda: fn(p, X, Y), repeat=3 if "loop" in name else 20)))
+    return rows
+
+
+def _peer_rows(problem):
+    p, X, Y = _problem(problem)
+    rows = []
     try:
         jf = _jax_fn()
         jf(p, X, Y)
@@ -234,6 +246,10 @@ def _table(problem):
         rows.append(("torch.func.vmap(grad), 1 thread", _best(lambda: tf(p, X, Y), repeat=20)))
     except ImportError:
         pass
+    return rows
+
+
+def _print_table(problem, rows):
     numpy_t = dict(rows)["numpy by hand"]
     ta_t = dict(rows)["ta.vmap(ta.grad)"]
     print(f"per-example gradients, MLP {problem} (measured under load)")
@@ -268,16 +284,26 @@ def _chunk_rows(name, make, args, chunk):
 
 
 def main():
-    for problem in PROBLEMS:
-        _table(problem)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import settle_malloc
+    settle_malloc()                  # the same allocator state for every row
+    # tapead's and numpy's timings first: importing torch leaves glibc's malloc
+    # keeping freed big blocks (no fresh pages for numpy's next temporaries),
+    # which made the numpy-heavy rows measured after it up to 1.6x faster
+    own = {problem: _own_rows(problem) for problem in PROBLEMS}
     p, X, Y = _problem()
     Xs = X.copy()
     Xs[: BATCH // 2, 0] = np.abs(Xs[: BATCH // 2, 0])
     Xs[BATCH // 2:, 0] = -np.abs(Xs[BATCH // 2:, 0])
+    branch_rows = []
     for name, f in (("no branch", loss), ("branch, half each way", branchy)):
         fn = ta.vmap(ta.grad(f), in_axes=(None, 0, 0))
         fn(p, Xs, Y)
-        print(f"vmap(grad), {name:22s} {_best(lambda: fn(p, Xs, Y), repeat=20) * 1e3:9.3f} ms")
+        branch_rows.append((name, _best(lambda: fn(p, Xs, Y), repeat=20)))
+    for problem in PROBLEMS:
+        _print_table(problem, own[problem] + _peer_rows(problem))
+    for name, t in branch_rows:
+        print(f"vmap(grad) 10-32-10, {name:22s} {t * 1e3:9.3f} ms")
     print("peak traced memory (tracemalloc), unchunked / chunked:")
     _chunk_rows("MLP 10-32-10 per-example gradients, the output dominates",
                 lambda c: ta.vmap(ta.grad(loss), in_axes=(None, 0, 0), chunk_size=c),

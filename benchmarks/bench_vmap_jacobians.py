@@ -31,20 +31,33 @@ Rows:
 
 Where the time went (cProfile, before the changes that came with this
 file): vmap's rule for ``A @ x`` with a shared (4, 4) ``A`` let numpy loop
-over the 2000 lanes one 4x4 product each (``np.matmul((4, 4), (n, 4, 1))``);
-it is now one GEMM over the lanes (``x @ A.T``).  Running the 4 directions
-as one pass over 2000 x 4 lanes (one forward sweep of a recorded tape, or
-one dual-number run over the lanes repeated 4 times) was measured SLOWER at
-this size than one pass per direction: each array of the pass is then
-8000 x 4 floats (256 KiB) instead of 64 KiB, and numpy's elementwise work on
-arrays of that size ran about twice as slow per element here (fresh pages
-from the allocator, cache).  So the directions go in groups of at most
-``_LANE_BUDGET`` lane elements: all 4 at once for a few hundred states, one
-at a time for 2000.  Figures measured under load (2 cores shared by
-several jobs); they move with the load.
+over the 2000 lanes one 4x4 product each (``np.matmul((4, 4), (n, 4, 1))``,
+240 us against 30 us for one GEMM over 8000 lanes); it is now one GEMM over
+the lanes (``x @ A.T``): 4.0 -> 2.2 ms for the tapead row.  The rest is
+the per-operation Python of the batch trace and the dual numbers (about
+18 us per operation for the primal and one direction, against 8 us for the
+primal alone), then numpy's own work.
+
+One pass for the 4 directions (a forward sweep of a recorded tape carrying
+(4, 2000, 4) tangents, or one dual-number run over the lanes repeated 4
+times) was measured no faster than one run per direction at 2000 states,
+and slower at 4000 and more: the pass's arrays are 4x bigger (256 KiB
+here), and numpy's elementwise work on them ran up to twice as slow per
+element (fresh pages from glibc's allocator, which ``settle_malloc`` takes
+out, and the cache).  Below that size one pass wins (200 states: 0.94 ->
+0.36 ms).  So vmap(jacfwd) runs the directions in groups within
+``_LANE_BUDGET`` lane elements (``tapead/vmap_transforms.py``): all 4 at once
+up to about 500 states, one at a time for 2000.
+
+One run (2 cores shared with several jobs, load about 5; the figures move
+with the load), after ``settle_malloc``: tapead 1.99 ms, its loop 732 ms
+(370x slower), central FD in numpy 1.09 ms, hand tangents 1.09 ms,
+jax.jit 0.27 ms steady (compile 536 ms), torch.func 10.7 ms.
 """
 from __future__ import annotations
 
+import os
+import sys
 import time
 
 import numpy as np
@@ -236,6 +249,9 @@ def _best(fn, repeat):
 
 
 def main():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import settle_malloc
+    settle_malloc()                  # the same allocator state for every row
     X = _problem()
     rows = []
     for name, make in METHODS.items():
