@@ -34,7 +34,7 @@ of ``vmap`` with and without ``chunk_size``:
   per lane, 256 lanes, makes (lane, 100, 100) temporaries (20 MB each for
   the batch) and the output is only (256, 100); ``chunk_size=16`` holds one
   chunk's temporaries at a time (ratio printed; the test
-  ``tests/test_vmap_transforms.py::test_chunk_size_bounds_the_memory_of_per_lane_temporaries``
+  ``tests/test_vmap.py::test_chunk_size_bounds_the_memory_of_per_lane_temporaries``
   asserts it on a smaller case).
 
 Targets: <= 1.5x the hand-vectorised numpy, >= 20x faster than tapead's
