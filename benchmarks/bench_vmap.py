@@ -1,4 +1,5 @@
-"""Per-example gradients of a 10-32-10 tanh MLP, batch 256, float64.
+"""Per-example gradients of tanh MLPs, float64: a 10-32-10 MLP at batch 256,
+and the terrain example's 2-64-64-1 MLP at batch 64 (squared error per example).
 
 Run the timings (pytest-benchmark; JAX only when importable)::
 
@@ -16,17 +17,40 @@ or print the table::
 * ``torch.func.vmap(torch.func.grad(loss))``, eager, one thread
   (``torch.set_num_threads(1)``; when torch is importable),
 
-then ``vmap`` of a function with a data-dependent Python branch (half the
-lanes each way: the batch splits in two) next to the same function without
-the branch, and the peak traced memory (tracemalloc) of ``vmap`` with and
-without ``chunk_size``.
+then, on the 10-32-10 problem, ``vmap`` of a function with a data-dependent
+Python branch (half the lanes each way: the batch splits in two) next to the
+same function without the branch, and the peak traced memory (tracemalloc)
+of ``vmap`` with and without ``chunk_size``:
+
+* on the MLP, chunking does NOT lower the peak (about 2760 KiB with
+  ``chunk_size=16`` against 1840 KiB without): the output, the per-example
+  gradients (256 x 682 floats, 1364 KiB), is most of the peak and cannot be
+  chunked away, and the chunked run holds the chunks' outputs and their
+  concatenation at the same time (twice the output, 2730 KiB), more than
+  chunking saves of the rest (about 470 KiB: the tape and temporaries of
+  the whole batch);
+* where per-lane intermediates dominate, chunking bounds the peak: the
+  gradient of a pairwise energy ``sum(exp(-(x_i - x_j)^2))`` of 100 points
+  per lane, 256 lanes, makes (lane, 100, 100) temporaries (20 MB each for
+  the batch) and the output is only (256, 100); ``chunk_size=16`` holds one
+  chunk's temporaries at a time (ratio printed; the test
+  ``tests/test_vmap.py::test_chunk_size_bounds_the_memory_of_per_lane_temporaries``
+  asserts it on a smaller case).
 
 Targets: <= 1.5x the hand-vectorised numpy, >= 20x faster than tapead's
-own loop.  Measured under load (2 cores shared by several jobs): about 2.5x
-numpy and 50x faster than the loop; the figures move with the load.
+own loop.  One run (2 cores shared with several jobs, load about 5; the
+figures move with the load), after ``settle_malloc`` (the allocator state of
+a long-running process: without it every row measured first ran up to 1.6x
+slower): 10-32-10 at 2.6x numpy (0.52 ms), 60x faster than the loop,
+jax.jit 0.49x and torch.func 2.1x tapead's time; 2-64-64-1 at 2.2x numpy
+(0.65 ms), 13x faster than the loop, jax.jit 0.73x and torch.func 1.4x;
+chunk_size=16: 1.5x MORE peak memory on the MLP, 15.7x less
+on the pairwise energy.
 """
 from __future__ import annotations
 
+import os
+import sys
 import time
 import tracemalloc
 
@@ -36,14 +60,24 @@ import pytest
 import tapead as ta
 import tapead.numpy as tnp
 
-SIZES = (10, 32, 10)
-BATCH = 256
+#: problem -> (layer widths, batch); the first is the original one
+PROBLEMS = {"10-32-10, batch 256": ((10, 32, 10), 256),
+            "2-64-64-1, batch 64": ((2, 64, 64, 1), 64)}
+SIZES, BATCH = PROBLEMS["10-32-10, batch 256"]
+
+
+def _layers(p):
+    return len(p) // 2
 
 
 def loss(p, x, y):
-    h = tnp.tanh(tnp.dot(x, p["W0"]) + p["b0"])
-    out = tnp.dot(h, p["W1"]) + p["b1"]
-    return tnp.sum((out - y) ** 2)
+    """Squared error of one example through the MLP (tanh hidden layers)."""
+    h, L = x, _layers(p)
+    for i in range(L):
+        h = tnp.dot(h, p[f"W{i}"]) + p[f"b{i}"]
+        if i < L - 1:
+            h = tnp.tanh(h)
+    return tnp.sum((h - y) ** 2)
 
 
 def branchy(p, x, y):
@@ -55,18 +89,26 @@ def branchy(p, x, y):
 
 def by_hand(p, X, Y):
     """The per-example gradients written out for the whole batch."""
-    H = np.tanh(X @ p["W0"] + p["b0"])
-    G = 2.0 * (H @ p["W1"] + p["b1"] - Y)                  # (B, 10)
-    GH = (G @ p["W1"].T) * (1.0 - H * H)                   # (B, 32)
-    return {"W0": X[:, :, None] * GH[:, None, :], "b0": GH,
-            "W1": H[:, :, None] * G[:, None, :], "b1": G}
+    L = _layers(p)
+    Hs = [X]                                               # the layers' inputs
+    for i in range(L - 1):
+        Hs.append(np.tanh(Hs[-1] @ p[f"W{i}"] + p[f"b{i}"]))
+    G = 2.0 * (Hs[-1] @ p[f"W{L - 1}"] + p[f"b{L - 1}"] - Y)   # (B, out)
+    grads = {}
+    for i in range(L - 1, -1, -1):
+        grads[f"W{i}"] = Hs[i][:, :, None] * G[:, None, :]
+        grads[f"b{i}"] = G
+        if i:
+            G = (G @ p[f"W{i}"].T) * (1.0 - Hs[i] * Hs[i])
+    return grads
 
 
-def _problem():
+def _problem(name="10-32-10, batch 256"):
+    sizes, batch = PROBLEMS[name]
     rng = np.random.default_rng(0)
-    p = ta.nn.init_mlp(SIZES, rng)
-    X = rng.normal(size=(BATCH, SIZES[0]))
-    Y = rng.normal(size=(BATCH, SIZES[-1]))
+    p = ta.nn.init_mlp(sizes, rng)
+    X = rng.normal(size=(batch, sizes[0]))
+    Y = rng.normal(size=(batch, sizes[-1]))
     return p, X, Y
 
 
@@ -76,8 +118,11 @@ def _jax_fn():
     jnp = jax.numpy
 
     def jloss(p, x, y):
-        h = jnp.tanh(x @ p["W0"] + p["b0"])
-        return jnp.sum((h @ p["W1"] + p["b1"] - y) ** 2)
+        h, L = x, _layers(p)
+        for i in range(L):
+            h = h @ p[f"W{i}"] + p[f"b{i}"]
+            h = jnp.tanh(h) if i < L - 1 else h
+        return jnp.sum((h - y) ** 2)
     jf = jax.jit(jax.vmap(jax.grad(jloss), in_axes=(None, 0, 0)))
     return lambda p, X, Y: jax.block_until_ready(jf(p, X, Y))
 
@@ -88,8 +133,11 @@ def torch_per_example_grads(torch):
     from torch.func import grad, vmap
 
     def tloss(p, x, y):
-        h = torch.tanh(x @ p["W0"] + p["b0"])
-        return torch.sum((h @ p["W1"] + p["b1"] - y) ** 2)
+        h, L = x, _layers(p)
+        for i in range(L):
+            h = h @ p[f"W{i}"] + p[f"b{i}"]
+            h = torch.tanh(h) if i < L - 1 else h
+        return torch.sum((h - y) ** 2)
     f = vmap(grad(tloss), in_dims=(None, 0, 0))
 
     def run(p, X, Y):
@@ -117,23 +165,31 @@ METHODS = {
 
 
 @pytest.mark.parametrize("name", list(METHODS))
-def test_per_example_gradients(benchmark, name):
-    p, X, Y = _problem()
+@pytest.mark.parametrize("problem", list(PROBLEMS))
+def test_per_example_gradients(benchmark, problem, name):
+    p, X, Y = _problem(problem)
     fn = METHODS[name]()
     out = benchmark(fn, p, X, Y)
     if name != "loop of ta.grad":
         _check(out, p, X, Y)
+    else:
+        ref = by_hand(p, X, Y)
+        for i in (0, len(X) - 1):
+            for k in ref:
+                np.testing.assert_allclose(out[i][k], ref[k][i], rtol=1e-12, atol=1e-14)
 
 
-def test_per_example_gradients_jax(benchmark, jax_x64):
-    p, X, Y = _problem()
+@pytest.mark.parametrize("problem", list(PROBLEMS))
+def test_per_example_gradients_jax(benchmark, jax_x64, problem):
+    p, X, Y = _problem(problem)
     fn = _jax_fn()
     fn(p, X, Y)
     _check(benchmark(fn, p, X, Y), p, X, Y)
 
 
-def test_per_example_gradients_torch(benchmark, torch_1thread):
-    p, X, Y = _problem()
+@pytest.mark.parametrize("problem", list(PROBLEMS))
+def test_per_example_gradients_torch(benchmark, torch_1thread, problem):
+    p, X, Y = _problem(problem)
     fn = torch_per_example_grads(torch_1thread)
     fn(p, X, Y)
     _check(benchmark(fn, p, X, Y), p, X, Y)
@@ -162,13 +218,20 @@ def _best(fn, repeat=3):
     return best
 
 
-def main():
-    p, X, Y = _problem()
+def _own_rows(problem):
+    """tapead's and numpy's rows (measured before any peer is imported)."""
+    p, X, Y = _problem(problem)
     rows = []
     for name, make in METHODS.items():
         fn = make()
         fn(p, X, Y)
         rows.append((name, _best(lambda: fn(p, X, Y), repeat=3 if "loop" in name else 20)))
+    return rows
+
+
+def _peer_rows(problem):
+    p, X, Y = _problem(problem)
+    rows = []
     try:
         jf = _jax_fn()
         jf(p, X, Y)
@@ -183,23 +246,71 @@ def main():
         rows.append(("torch.func.vmap(grad), 1 thread", _best(lambda: tf(p, X, Y), repeat=20)))
     except ImportError:
         pass
+    return rows
+
+
+def _print_table(problem, rows):
     numpy_t = dict(rows)["numpy by hand"]
+    ta_t = dict(rows)["ta.vmap(ta.grad)"]
+    print(f"per-example gradients, MLP {problem} (measured under load)")
     for name, t in rows:
-        print(f"{name:30s} {t * 1e3:9.3f} ms  {t / numpy_t:6.2f}x numpy")
+        print(f"  {name:30s} {t * 1e3:9.3f} ms  {t / numpy_t:6.2f}x numpy  "
+              f"{t / ta_t:7.2f}x tapead")
+
+
+def pair_energy(x):
+    """``sum_ij exp(-(x_i - x_j)^2)`` of one lane's points x (m,): (m, m)
+    temporaries for an (m,) gradient."""
+    d = x[:, None] - x[None, :]
+    return tnp.sum(tnp.exp(-d * d))
+
+
+def _peak(fn):
+    tracemalloc.start()
+    try:
+        out = fn()
+        return tracemalloc.get_traced_memory()[1], out
+    finally:
+        tracemalloc.stop()
+
+
+def _chunk_rows(name, make, args, chunk):
+    full, a = _peak(lambda: make(None)(*args))
+    part, b = _peak(lambda: make(chunk)(*args))
+    for x, y in zip(ta.tree_util.tree_leaves(a), ta.tree_util.tree_leaves(b)):
+        np.testing.assert_allclose(y, x, rtol=1e-15, atol=0)
+    print(f"  {name}: peak {full / 1024:.0f} KiB without chunk_size, "
+          f"{part / 1024:.0f} KiB with chunk_size={chunk}: {full / part:.2f}x")
+
+
+def main():
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from common import settle_malloc
+    settle_malloc()                  # the same allocator state for every row
+    # tapead's and numpy's timings first: importing torch leaves glibc's malloc
+    # keeping freed big blocks (no fresh pages for numpy's next temporaries),
+    # which made the numpy-heavy rows measured after it up to 1.6x faster
+    own = {problem: _own_rows(problem) for problem in PROBLEMS}
+    p, X, Y = _problem()
     Xs = X.copy()
     Xs[: BATCH // 2, 0] = np.abs(Xs[: BATCH // 2, 0])
     Xs[BATCH // 2:, 0] = -np.abs(Xs[BATCH // 2:, 0])
+    branch_rows = []
     for name, f in (("no branch", loss), ("branch, half each way", branchy)):
         fn = ta.vmap(ta.grad(f), in_axes=(None, 0, 0))
         fn(p, Xs, Y)
-        print(f"vmap(grad), {name:22s} {_best(lambda: fn(p, Xs, Y), repeat=20) * 1e3:9.3f} ms")
-    for chunk in (None, 16):
-        f = ta.vmap(ta.grad(loss), in_axes=(None, 0, 0), chunk_size=chunk)
-        tracemalloc.start()
-        f(p, X, Y)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        print(f"peak traced memory, chunk_size={chunk}: {peak / 1024:.0f} KiB")
+        branch_rows.append((name, _best(lambda: fn(p, Xs, Y), repeat=20)))
+    for problem in PROBLEMS:
+        _print_table(problem, own[problem] + _peer_rows(problem))
+    for name, t in branch_rows:
+        print(f"vmap(grad) 10-32-10, {name:22s} {t * 1e3:9.3f} ms")
+    print("peak traced memory (tracemalloc), unchunked / chunked:")
+    _chunk_rows("MLP 10-32-10 per-example gradients, the output dominates",
+                lambda c: ta.vmap(ta.grad(loss), in_axes=(None, 0, 0), chunk_size=c),
+                (p, X, Y), 16)
+    P = np.random.default_rng(1).normal(size=(256, 100))
+    _chunk_rows("gradient of a pairwise energy, 256 lanes x 100 points, temporaries dominate",
+                lambda c: ta.vmap(ta.grad(pair_energy), chunk_size=c), (P,), 16)
 
 
 if __name__ == "__main__":

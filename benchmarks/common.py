@@ -36,3 +36,19 @@ def cpu_name() -> str:
     except OSError:
         pass
     return cpu
+
+
+def settle_malloc(nbytes: int = 16 << 20) -> None:
+    """Put glibc's malloc in the state a long-running numpy process reaches.
+
+    Freeing one big block (16 MiB) raises glibc's dynamic mmap and trim
+    thresholds, so freed blocks of a few hundred KiB are kept for reuse
+    instead of going back to the OS; before that, every numpy temporary of
+    that size costs fresh zeroed pages.  Without this, the same call's time
+    depended on the process's history (e.g. 0.80 ms before, 0.50 ms after
+    some earlier big array was freed, for a vmap(grad) with 650 KiB outputs).
+    Call it once before measuring, so that every row sees the same state.
+    """
+    import numpy as np
+    block = np.ones(nbytes // 8)
+    del block

@@ -12,9 +12,12 @@ rewritten as the transform of a vmap, so the lanes run batched:
 * ``vmap(jacrev(f))``: one batched recording (``vjp`` of ``vmap(f)``) swept
   once per element of one lane's output, with that element's cotangent set in
   every lane.
-* ``vmap(jacfwd(f))`` (and ``hessian = jacfwd(grad)``): one batched forward
-  run (``jvp`` of ``vmap(f)``) per element of one lane's input, with that
-  element's tangent set in every lane.
+* ``vmap(jacfwd(f))`` (and ``hessian = jacfwd(grad)``): batched forward runs
+  (``jvp`` of ``vmap(f)``), B of the K directions (elements of one lane's
+  input) per run: the lanes are repeated B times and copy b of every lane
+  carries direction b.  B = K (one run) for small batches; for big ones the
+  run's arrays would outgrow the cache, so B shrinks to one direction a run
+  (``_LANE_BUDGET``; benchmarks/bench_vmap_jacobians.py has the figures).
 
 The rewrite applies when the differentiated arguments are mapped (or not) as
 a whole and there are no keyword arguments; otherwise vmap runs the function
@@ -30,7 +33,7 @@ from tapead import _core
 from tapead.vmap import REWRITES, vmap
 from tapead._core import Box, shape_of
 from tapead._prims.reductions import sum as _sum
-from tapead._prims.shape import broadcast_to, moveaxis, reshape, stack
+from tapead._prims.shape import broadcast_to, moveaxis, repeat, reshape, stack
 from tapead._tree import tree_flatten, tree_map, tree_unflatten
 from tapead.transforms import jvp, value_and_grad, vjp
 
@@ -143,7 +146,7 @@ def _jac_rewrite(f, args, in_axes, n):
     if kind == "jacrev":
         blocks, out_td, aux = _jacrev_blocks(of_diff, diff, in_flat, has_aux, n)
     else:
-        blocks, out_td, aux = _jacfwd_blocks(of_diff, diff, in_flat, has_aux, n)
+        blocks, out_td, aux = _jacfwd_blocks(fun, new, axes, nums, in_flat, has_aux, n)
     per_out = []
     for row in blocks:                      # one row per output leaf
         trees = [tree_unflatten(td, row[k]) for k, (_, td) in enumerate(in_flat)]
@@ -203,36 +206,85 @@ def _jacrev_blocks(of_diff, diff, in_flat, has_aux, n):
     return blocks, out_td, aux
 
 
-def _jacfwd_blocks(of_diff, diff, in_flat, has_aux, n):
-    cols: List[Any] = []                    # per (k, m) input leaf: the output tangents
-    out_td, aux = None, None
-    zeros = [tree_map(_zeros, d) for d in diff]
-    for k, (leaves, td) in enumerate(in_flat):
-        per_leaf = []
-        for m, x in enumerate(leaves):
-            runs = []
-            for j in range(_lane_size(x)):
-                tans = list(zeros)
-                tans[k] = tree_unflatten(td, [_unit(y, j) if i == m else _zeros(y)
-                                              for i, y in enumerate(leaves)])
-                res = jvp(of_diff, diff, tuple(tans), has_aux=has_aux)
-                out, t = res[0], res[1]
-                if has_aux:
-                    aux = res[2]
-                out_leaves, out_td = tree_flatten(out)
-                runs.append(tree_flatten(t)[0])
-            per_leaf.append(runs)
-        cols.append(per_leaf)
-    if out_td is None:                      # no input element: one run for the shapes
-        res = jvp(of_diff, diff, tuple(zeros), has_aux=has_aux)
+#: lane elements (lanes x directions x elements of one lane's inputs) one
+#: forward run of ``vmap(jacfwd)`` may carry: past about this, numpy's
+#: elementwise work on the run's bigger arrays measured about twice as slow
+#: per element (fresh pages from the allocator, cache), more than the Python
+#: saved by running fewer passes
+_LANE_BUDGET = 8192
+
+
+def _group_size(K, n, axes, nums):
+    """How many of the K directions one forward run carries."""
+    if K <= 1 or any(not (ax is None or isinstance(ax, (int, np.integer)))
+                     for j, ax in enumerate(axes) if j not in nums):
+        return 1                             # an argument's axes are a tree: no copies
+    return int(min(K, max(1, _LANE_BUDGET // (n * K))))
+
+
+def _repeated(x, ax, B):
+    """Each lane of x (lane axis ax) B times in a row: lane i's copies are
+    lanes i * B ... i * B + B - 1."""
+    return repeat(x, B, axis=ax) if isinstance(x, Box) else np.repeat(np.asarray(x), B, axis=ax)
+
+
+def _jacfwd_blocks(fun, new, axes, nums, in_flat, has_aux, n):
+    """Forward runs of ``jvp(vmap(fun))``, B directions per run: the lanes are
+    repeated B times and copy b of every lane carries direction b, so a run
+    covers n * B lanes (all K directions in one run when they fit the lane
+    budget, one run per direction for big batches)."""
+    sizes = [[_lane_size(x) for x in leaves] for leaves, _ in in_flat]
+    dirs = [(k, m, j) for k, ss in enumerate(sizes) for m, s in enumerate(ss)
+            for j in range(s)]
+    B = _group_size(len(dirs), n, axes, nums)
+    args = list(new)
+    if B > 1:
+        args = [_repeated(a, axes[i], B) if axes[i] is not None else a
+                for i, a in enumerate(new)]
+    mapped = vmap(fun, in_axes=axes)
+
+    def of_diff(*diff):
+        full = list(args)
+        for k, d in zip(nums, diff):
+            full[k] = d
+        return mapped(*full)
+    diff = tuple(args[k] for k in nums)
+    diff_flat = [tree_flatten(d) for d in diff]
+    cols: dict = {}                          # (output leaf, k, m) -> columns, one per j
+    out_leaves, out_td, aux = None, None, None
+    for s in range(0, max(len(dirs), 1), B):
+        group = dirs[s:s + B]
+        tans = []
+        for k, (leaves, td) in enumerate(diff_flat):
+            per_leaf = []
+            for m, y in enumerate(leaves):
+                e = _zeros(y)
+                lanes = e.reshape(n, B, sizes[k][m])
+                for b, (k2, m2, j) in enumerate(group):
+                    if k2 == k and m2 == m:
+                        lanes[:, b, j] = 1.0
+                per_leaf.append(e)
+            tans.append(tree_unflatten(td, per_leaf))
+        res = jvp(of_diff, diff, tuple(tans), has_aux=has_aux)
         out_leaves, out_td = tree_flatten(res[0])
-        aux = res[2] if has_aux else None
+        if has_aux:
+            aux = res[2]
+        for o_i, t in enumerate(tree_flatten(res[1])[0]):
+            if B > 1:
+                t = reshape(t, (n, B) + tuple(shape_of(t))[1:]) if isinstance(t, Box) \
+                    else np.reshape(t, (n, B) + np.shape(t)[1:])
+            for b, (k, m, _) in enumerate(group):
+                cols.setdefault((o_i, k, m), []).append(t if B == 1 else t[:, b])
+    if B > 1:
+        out_leaves = [o[::B] for o in out_leaves]
+        if has_aux:
+            aux = tree_map(lambda x: x[::B], aux)
     blocks = []
     for o_i, o in enumerate(out_leaves):
         oshape = tuple(shape_of(o))[1:]
         row = []
         for k, (leaves, _) in enumerate(in_flat):
-            row.append([_join([r[o_i] for r in cols[k][m]], n, oshape,
+            row.append([_join(cols.get((o_i, k, m), []), n, oshape,
                               tuple(shape_of(x))[1:], True)
                         for m, x in enumerate(leaves)])
         blocks.append(row)

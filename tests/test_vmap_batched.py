@@ -205,3 +205,35 @@ def test_a_gradient_taken_inside_vmap_runs_batched_and_equals_the_loop(case, mon
     for k in range(spec.arity):
         ref = np.stack([np.asarray(gfun(*lane)[k]) for lane in lanes])
         _close(out[k], ref, f"{spec.name}-{kind} d/d argument {k}")
+
+
+#: (a's shape, b's shape, the mapped one) for one lane of ``a @ b``: one
+#: matmul over all the lanes replaces numpy's per-lane loop when the shared
+#: operand is at most 2-d (the last row takes the general path)
+SHARED_MATMUL = [((3, 4), (4,), "b"), ((4,), (4, 3), "a"), ((3, 4), (4, 2), "a"),
+                 ((3, 4), (4,), "a"), ((4,), (4,), "a"), ((3, 4), (4, 2), "b")]
+
+
+@pytest.mark.parametrize("a_shape, b_shape, side", SHARED_MATMUL)
+@pytest.mark.parametrize("axis", [0, -1])
+def test_matmul_against_a_shared_operand_equals_the_loop(a_shape, b_shape, side, axis):
+    rng = np.random.default_rng(7)
+    n = 5
+    c = rng.normal(size=b_shape if side == "a" else a_shape)
+    xs = rng.normal(size=(n,) + (a_shape if side == "a" else b_shape))
+    f = (lambda x, c: tnp.sin(x) @ c) if side == "a" else (lambda x, c: c @ tnp.sin(x))
+    what = f"{a_shape} @ {b_shape}, {side} mapped"
+    stacked = np.moveaxis(xs, 0, axis)
+    out = ta.vmap(f, in_axes=(axis, None))(stacked, c)
+    ref = np.stack([f(x, c) for x in xs])
+    _close(out, ref, what)
+    # derivatives through the rule, against the loop's
+    w = rng.normal(size=ref.shape)
+    g = ta.grad(lambda x, c: tnp.sum(ta.vmap(f, in_axes=(axis, None))(x, c) * w),
+                argnums=(0, 1))(stacked, c)
+    gl = ta.grad(lambda x, c: sum(tnp.sum(f(x[i], c) * w[i]) for i in range(n)),
+                 argnums=(0, 1))(xs, c)
+    _close(g[0], np.moveaxis(gl[0], 0, axis), what + " d/dx")
+    _close(g[1], gl[1], what + " d/dc")
+    J = ta.vmap(ta.jacfwd(f), in_axes=(axis, None))(stacked, c)
+    _close(J, np.stack([ta.jacfwd(f)(x, c) for x in xs]), what + " vmap(jacfwd)")

@@ -90,6 +90,40 @@ def test_vmap_of_jacobians(kind):
                             jax.vmap(jax_t(jf), in_axes=(None, 0))(W, X)))
 
 
+@pytest.mark.parametrize("budget", [1, 72, 8192], ids=["one_direction_a_run",
+                                                    "three_a_run", "all_in_one_run"])
+def test_vmap_of_jacfwd_in_groups_of_directions(budget, monkeypatch):
+    """The directions of vmap(jacfwd) go B per forward run over lanes repeated B
+    times (B = 1, 3 of 4 with a last group of one, all): the same numbers, with
+    pytrees, a mapped argument on axis 1, aux data, a branch whose lanes
+    disagree, and grad through it."""
+    from tapead import vmap_transforms
+    monkeypatch.setattr(vmap_transforms, "_LANE_BUDGET", budget)
+    _batched(lambda: _close(ta.vmap(ta.jacfwd(vec))(X), jax.vmap(jax.jacfwd(jvec))(X)))
+    ax = (None, 1, 0)
+    _batched(lambda: _close(ta.vmap(ta.jacfwd(loss, argnums=(0, 1)), in_axes=ax)(W, X.T, Y),
+                            jax.vmap(jax.jacfwd(jloss, argnums=(0, 1)), in_axes=ax)(W, X.T, Y)))
+    aux = lambda x: (vec(x), {"s": tnp.sum(x)})                    # noqa: E731
+    J, a = ta.vmap(ta.jacfwd(aux, has_aux=True))(X)
+    Jj, aj = jax.vmap(jax.jacfwd(lambda x: (jvec(x), {"s": jnp.sum(x)}), has_aux=True))(X)
+    _close((J, a), (Jj, aj))
+    branchy = lambda x: vec(x) if x[0] > 0 else 2.0 * tnp.cos(x)   # noqa: E731
+    Xs = X.copy()
+    Xs[::2, 0] = np.abs(Xs[::2, 0])
+    Xs[1::2, 0] = -np.abs(Xs[1::2, 0])
+    np.testing.assert_allclose(ta.vmap(ta.jacfwd(branchy))(Xs),
+                               np.stack([ta.jacfwd(branchy)(x) for x in Xs]), rtol=1e-15)
+
+    def outer(W):
+        return tnp.sum(ta.vmap(ta.jacfwd(loss, argnums=1), in_axes=(None, 0, 0))(W, X, Y) ** 2)
+
+    def jouter(W):
+        return jnp.sum(jax.vmap(jax.jacfwd(jloss, argnums=1), in_axes=(None, 0, 0))(W, X, Y) ** 2)
+    _close(ta.grad(outer)(W), jax.grad(jouter)(W))
+    _close(ta.vmap(ta.hessian(loss, argnums=1), in_axes=(None, 0, 0))(W, X, Y),
+           jax.vmap(jax.hessian(jloss, argnums=1), in_axes=(None, 0, 0))(W, X, Y))
+
+
 def test_vmap_of_hessian():
     h = lambda x: tnp.sum(tnp.sin(x) * x[0] ** 2)                 # noqa: E731
     jh = lambda x: jnp.sum(jnp.sin(x) * x[0] ** 2)                # noqa: E731
@@ -174,3 +208,4 @@ def test_chunk_size_gives_the_same_numbers_and_holds_less_memory():
     full = _peak(lambda: ta.vmap(f, in_axes=(None, 0, 0))(Wl, Xl, Yl))
     chunked = _peak(lambda: ta.vmap(f, in_axes=(None, 0, 0), chunk_size=64)(Wl, Xl, Yl))
     assert chunked < full / 4, (full, chunked)
+

@@ -141,7 +141,10 @@ def _matmul_vmap(args, bdims):
     numpy broadcasts shared operands against every lane."""
     (a, b), (da, db) = args, bdims
     na, nb = batching.lane_ndim(a, da), batching.lane_ndim(b, db)
-    if db is None and nb == 2:         # x @ W, W shared: the lanes are rows already
+    fast = _matmul_vmap_shared(a, b, da, db, na, nb)
+    if fast is not None:
+        return fast, 0
+    if db is None and nb == 2:         # lanes of many rows @ a shared W: numpy broadcasts
         return matmul(batching.to_front(a, da), b), 0
     top = max(na, nb, 2) - 2
     drop = []
@@ -163,6 +166,28 @@ def _matmul_vmap(args, bdims):
         gone = {len(shape) + k for k in drop}
         out = reshape(out, tuple(s for i, s in enumerate(shape) if i not in gone))
     return out, 0
+
+
+def _matmul_vmap_shared(a, b, da, db, na, nb):
+    """One operand shared by every lane and at most 2-d, the other's lanes at
+    most 2-d: one GEMM over all the lanes (numpy would otherwise loop over
+    the lanes one small matmul each), or None for the other cases.
+
+    Lanes of ``b`` (n, k) against a shared (m, k) matrix are ``b @ a^T``; lanes
+    of ``a`` (n, k) or (n, m, k) against a shared ``b`` stack their rows into
+    one (n * m, k) matrix.
+    """
+    if da is None and db is not None and na == 2 and nb == 1:
+        at = a.T if type(a) is np.ndarray else _mT(a)
+        return matmul(batching.to_front(b, db), at)                 # (n, m)
+    if da is not None and db is None and nb <= 2 and na <= 2:
+        a = batching.to_front(a, da)
+        if na == 1:
+            return matmul(a, b)                                     # (n, k) @ b
+        n, m, k = _core.shape_of(a)
+        out = matmul(reshape(a, (n * m, k)), b)                     # rows of every lane
+        return reshape(out, (n, m) + tuple(_core.shape_of(out))[1:])
+    return None
 
 
 matmul_p.defvmap(_matmul_vmap)
