@@ -276,6 +276,9 @@ cdef object replay_nodes(Tape tp, bint partials):
             continue
         if o == OP_OBJ:
             rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
+            if rec.prim is _STACK_PRIM and _replay_pack(tp, rec):
+                i += 1              # a small vector packed from its scalars, in C
+                continue
             if rec.prim is not None:
                 parents, consts = rec.parents, rec.consts
                 np_ = len(parents)
@@ -312,6 +315,39 @@ cdef object replay_nodes(Tape tp, bint partials):
         i += 1
     if partials:
         tp.partials_stale = False
+
+
+cdef bint _replay_pack(Tape tp, Record rec) except -1:
+    """A ``stack`` of scalar nodes into a 1-d float64 array (a small vector's
+    pack), its value filled from the scalars' new values without numpy's
+    ``stack``; False (nothing done) for any other stack."""
+    cdef object old = rec.ans
+    cdef tuple parents = rec.parents
+    cdef Py_ssize_t k, pid, n = len(parents)
+    cdef cnp.npy_intp dim = n
+    cdef double *data
+    cdef int o
+    if not (cnp.PyArray_CheckExact(old) and cnp.PyArray_NDIM(<cnp.ndarray>old) == 1
+            and cnp.PyArray_TYPE(<cnp.ndarray>old) == cnp.NPY_DOUBLE
+            and cnp.PyArray_DIM(<cnp.ndarray>old, 0) == n and n > 0):
+        return False
+    if rec.params.get("real", ()):
+        return False
+    for k in range(n):
+        pid = <Py_ssize_t>parents[k]
+        if pid < 0:
+            return False
+        o = tp.op[pid]
+        if not (o >= FIRST_BINARY or o == OP_ELEM or type(tp.value(pid)) is float):
+            return False
+    out = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_DOUBLE, 0)
+    data = <double *>cnp.PyArray_DATA(<cnp.ndarray>out)
+    for k in range(n):
+        pid = <Py_ssize_t>parents[k]
+        o = tp.op[pid]
+        data[k] = tp.val[pid] if (o >= FIRST_BINARY or o == OP_ELEM) else <double>tp.value(pid)
+    rec.ans = out
+    return True
 
 
 cdef replay_element(Tape tp, Py_ssize_t i):

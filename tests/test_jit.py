@@ -281,3 +281,26 @@ def test_refuses_a_function_that_reads_traced_numbers():
         f(1.0)
     g = ta.jit(lambda x: x * x if x > 0 else -x)       # a comparison is a guard
     assert g(2.0) == 4.0 and g(-2.0) == 2.0
+
+
+def test_replayed_small_vector_packs_equal_a_fresh_recording_bit_for_bit():
+    # np.array([a, b]) of traced scalars is a pack of scalar nodes, which the
+    # replay fills in C; packs with a constant piece take numpy's stack
+    def f(y):
+        for _ in range(20):
+            a, b = y[0], y[1]
+            k = np.array([b, -0.1 * b - np.sin(a)])          # scalars only: the C pack
+            c = np.array([a * b, 2.0])                       # a constant piece: numpy
+            d = np.stack([np.cos(a), b * b])                 # np.stack of scalars
+            y = y + 0.01 * k + 0.001 * c * d
+        return y[0] ** 2 + np.sum(y * y)
+    fast = ta.jit(ta.value_and_grad(f))
+    eager = ta.value_and_grad(f)
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        y0 = rng.normal(size=2)
+        v, g = fast(y0)
+        v_ref, g_ref = eager(y0)
+        assert v == v_ref
+        np.testing.assert_array_equal(g, g_ref)
+    assert fast.cache_info().hits >= 3 and fast.cache_info().rerecords == 0
