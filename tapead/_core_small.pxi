@@ -434,23 +434,37 @@ cpdef object concat_small(tuple xs):
     has at most SMALL_MAX elements, else None."""
     cdef Py_ssize_t n = 0, total = 0
     cdef Tape tp = None, t
-    cdef list ids = []
+    cdef list ids = [], pieces = []
     for x in xs:
+        if _empty_vector(x):          # x[1:] of one element: nothing to join
+            continue
         t = _small_tape(x, &n)
         if t is None or (tp is not None and t is not tp):
             return None
         tp = t
         total += n
+        pieces.append(x)
     if tp is None or total > SMALL_MAX:
         return None
-    for x in xs:
+    for x in pieces:
         e = element_ids(tp, <Tracer>x)
         for k in e:
             if <Py_ssize_t>k < 0:
                 return None
         ids.extend(e)
-    value = np.concatenate([(<Tracer>x).oval for x in xs])
+    value = np.concatenate([(<Tracer>x).oval for x in pieces])
     return pack_nodes(tp, tuple(ids), value)
+
+
+cdef inline bint _empty_vector(object x):
+    """Whether ``x`` is a 1-d float64 array of no elements, plain or traced (a
+    piece a concatenation of small vectors can drop: it has no derivative)."""
+    cdef object v = x
+    if type(x) is Tracer:
+        v = (<Tracer>x).oval
+    return cnp.PyArray_CheckExact(v) and cnp.PyArray_NDIM(<cnp.ndarray>v) == 1 and \
+        cnp.PyArray_DIM(<cnp.ndarray>v, 0) == 0 and \
+        cnp.PyArray_TYPE(<cnp.ndarray>v) == cnp.NPY_DOUBLE
 
 
 # -- sums of small vectors, in numpy's order ---------------------------------------

@@ -548,3 +548,22 @@ def test_numpys_probes_of_a_box_are_answered_without_changing_any_attribute():
     a, b = x
     exact = [2 * a * b * b + 2 * np.sin(a) * np.cos(a), 2 * a * b * a]
     np.testing.assert_allclose(g, exact, rtol=1e-14)
+
+
+def test_concatenating_small_vectors_drops_empty_pieces_and_stays_exact():
+    # th[1:] of a one-element vector is empty: the join is still one pack of
+    # the others' scalar nodes, with the same values and derivatives as numpy
+    def ring(y):
+        th = y[0::2]
+        shifted = np.concatenate([th[1:], th[:1], np.zeros(0)])
+        return np.sum(np.sin(shifted - th) * y[1::2]) + np.sum(shifted * shifted)
+    for n in (2, 4, 6):
+        y = np.linspace(-0.7, 1.3, n)
+        g = ta.grad(ring)(y)
+        eps = 1e-6
+        fd = np.array([(ring(y + eps * e) - ring(y - eps * e)) / (2 * eps)
+                       for e in np.eye(n)])
+        np.testing.assert_allclose(g, fd, rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(ta.hessian(ring)(y), ta.jacfwd(ta.jacrev(ring))(y),
+                                   rtol=1e-13, atol=1e-14)
+        assert ta.value_and_grad(ring)(y)[0] == ring(y)
