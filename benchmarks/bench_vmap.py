@@ -147,6 +147,26 @@ def torch_per_example_grads(torch):
     return run
 
 
+def autograd_loop(autograd):
+    """HIPS autograd's per-example gradients: ``autograd.grad`` of the loss in a
+    Python loop over the examples (autograd has no vmap)."""
+    anp = autograd.numpy
+
+    def aloss(p, x, y):
+        h, L = x, _layers(p)
+        for i in range(L):
+            h = anp.dot(h, p[f"W{i}"]) + p[f"b{i}"]
+            if i < L - 1:
+                h = anp.tanh(h)
+        return anp.sum((h - y) ** 2)
+    g = autograd.grad(aloss)
+
+    def run(p, X, Y):
+        outs = [g(p, X[i], Y[i]) for i in range(len(X))]
+        return {k: np.stack([o[k] for o in outs]) for k in p}
+    return run
+
+
 def _check(got, p, X, Y):
     ref = by_hand(p, X, Y)
     for k in ref:
@@ -195,6 +215,17 @@ def test_per_example_gradients_torch(benchmark, torch_1thread, problem):
     _check(benchmark(fn, p, X, Y), p, X, Y)
 
 
+@pytest.mark.parametrize("problem", list(PROBLEMS))
+def test_per_example_gradients_autograd(benchmark, problem):
+    autograd = pytest.importorskip("autograd")
+    p, X, Y = _problem(problem)
+    fn = autograd_loop(autograd)
+    if benchmark.disabled:
+        _check(fn(p, X, Y), p, X, Y)
+        return
+    _check(benchmark.pedantic(fn, args=(p, X, Y), rounds=3, iterations=1), p, X, Y)
+
+
 @pytest.mark.parametrize("branch", [False, True], ids=["no_branch", "half_each_way"])
 def test_vmap_with_a_data_dependent_branch(benchmark, branch):
     p, X, Y = _problem()
@@ -236,6 +267,13 @@ def _peer_rows(problem):
         jf = _jax_fn()
         jf(p, X, Y)
         rows.append(("jax.jit(jax.vmap(jax.grad))", _best(lambda: jf(p, X, Y), repeat=20)))
+    except ImportError:
+        pass
+    try:
+        import autograd
+        af = autograd_loop(autograd)
+        _check(af(p, X, Y), p, X, Y)
+        rows.append(("autograd, loop of grad", _best(lambda: af(p, X, Y), repeat=3)))
     except ImportError:
         pass
     try:
