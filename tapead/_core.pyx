@@ -388,9 +388,26 @@ cpdef object concrete(object x):
     return x
 
 
+cdef object _batched_inside(object x):
+    """The ``Batched`` under the tape and forward levels of ``x``, or None."""
+    while type(x) is Tracer or type(x) is Dual:
+        x = primal_of(x)
+    return x if type(x) is Batched else None
+
+
 cdef object compare(object x, object y, int code):
     if type(x) is Batched or type(y) is Batched:
         return _box_methods["batch_compare"](x, y, code)
+    cdef object bx = _batched_inside(x), by = _batched_inside(y)
+    if bx is not None or by is not None:
+        # a tape or forward trace started inside vmap: the comparison of the
+        # stacked lanes (bool() then splits the batch where they disagree);
+        # the tape cannot check it on a replay, so replays refuse it
+        for b in (x, y):
+            if type(b) is Tracer and (<Tracer>b).tape.active:
+                (<Tracer>b).tape.values_read += 1
+        return _box_methods["batch_compare"](bx if bx is not None else concrete(x),
+                                             by if by is not None else concrete(y), code)
     cdef object xv = concrete(x), yv = concrete(y)
     cdef object out = _CMP[code](xv, yv)
     if isinstance(out, np.ndarray) and out.ndim > 0:
