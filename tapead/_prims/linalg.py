@@ -221,9 +221,9 @@ def dot(a, b, out=None):
             return np.dot(a, b, out=out)
         raise TypeError("np.dot(..., out=...) cannot write a traced value into an array; "
                         "assign the result instead")
-    if np.ndim(a) == 0 or np.ndim(b) == 0:
+    if ndim_of(a) == 0 or ndim_of(b) == 0:
         return a * b
-    if np.ndim(a) > 2 or np.ndim(b) > 2:
+    if ndim_of(a) > 2 or ndim_of(b) > 2:
         if not (isinstance(a, Box) or isinstance(b, Box)):
             return np.dot(a, b)
         return dot_nd(a, b)
