@@ -13,8 +13,10 @@
  *
  * Every block has a 16-byte header before the data (its capacity and a
  * marker), so a free never relies on the size numpy passes; the data stays
- * 16-byte aligned as malloc's.  All operations take a mutex: numpy may
- * allocate or free from any thread. */
+ * 16-byte aligned as malloc's.  The memory itself comes from numpy's default
+ * allocator (its cache of small blocks serves the many tiny arrays of
+ * small-vector code as before).  The pool takes a mutex: numpy may allocate
+ * or free from any thread. */
 #ifndef TAPEAD_POOL_H
 #define TAPEAD_POOL_H
 #include <Python.h>
@@ -35,6 +37,18 @@ static size_t tapead_pool_count = 0;
 static size_t tapead_pool_bytes = 0;
 static size_t tapead_pool_limit = (size_t)256 << 20;
 static unsigned long long tapead_pool_hits = 0, tapead_pool_misses = 0;
+static PyDataMemAllocator *tapead_base = NULL;      /* numpy's default allocator */
+#define TAPEAD_HDR sizeof(tapead_block_header)
+
+static inline void *tapead_base_malloc(size_t n)
+{
+    return tapead_base->malloc(tapead_base->ctx, n);
+}
+
+static inline void tapead_base_free(tapead_block_header *h)
+{
+    tapead_base->free(tapead_base->ctx, h, h->capacity + TAPEAD_HDR);
+}
 
 static inline size_t tapead_pool_class(size_t size)
 {
@@ -71,8 +85,9 @@ static void *tapead_pool_new(size_t size, int zero)
             memset((char *)h + sizeof(tapead_block_header), 0, capacity);
     }
     if (!h) {
-        h = (tapead_block_header *)(zero ? calloc(1, sizeof(tapead_block_header) + capacity)
-                                         : malloc(sizeof(tapead_block_header) + capacity));
+        h = (tapead_block_header *)(zero ? tapead_base->calloc(tapead_base->ctx, 1,
+                                                               TAPEAD_HDR + capacity)
+                                         : tapead_base_malloc(TAPEAD_HDR + capacity));
         if (!h) return NULL;
         h->capacity = capacity;
         h->magic = TAPEAD_POOL_MAGIC;
@@ -117,7 +132,7 @@ static void tapead_pool_free(void *ctx, void *ptr, size_t size)
         }
         pthread_mutex_unlock(&tapead_pool_lock);
     }
-    if (h) free(h);
+    if (h) tapead_base_free(h);
 }
 
 static void *tapead_pool_realloc(void *ctx, void *ptr, size_t new_size)
@@ -127,7 +142,8 @@ static void *tapead_pool_realloc(void *ctx, void *ptr, size_t new_size)
     if (!ptr) return tapead_pool_malloc(ctx, new_size);
     h = tapead_pool_header(ptr);
     capacity = new_size < TAPEAD_POOL_MIN ? new_size : tapead_pool_class(new_size);
-    moved = (tapead_block_header *)realloc(h, sizeof(tapead_block_header) + capacity);
+    moved = (tapead_block_header *)tapead_base->realloc(tapead_base->ctx, h,
+                                                        TAPEAD_HDR + capacity);
     if (!moved) return NULL;
     moved->capacity = capacity;
     return (char *)moved + sizeof(tapead_block_header);
@@ -138,7 +154,8 @@ static size_t tapead_pool_clear(void)
 {
     size_t i, released;
     pthread_mutex_lock(&tapead_pool_lock);
-    for (i = 0; i < tapead_pool_count; i++) free(tapead_pool_blocks[i]);
+    for (i = 0; i < tapead_pool_count; i++)
+        tapead_base_free((tapead_block_header *)tapead_pool_blocks[i]);
     released = tapead_pool_bytes;
     tapead_pool_count = 0;
     tapead_pool_bytes = 0;
@@ -160,6 +177,10 @@ static PyDataMem_Handler tapead_pool_handler = {
 
 static PyObject *tapead_pool_capsule(void)
 {
+    PyDataMem_Handler *base = (PyDataMem_Handler *)PyCapsule_GetPointer(
+        PyDataMem_DefaultHandler, "mem_handler");
+    if (!base) return NULL;
+    tapead_base = &base->allocator;
     return PyCapsule_New(&tapead_pool_handler, "mem_handler", NULL);
 }
 #endif
