@@ -313,7 +313,7 @@ def grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single):
     for leaves, td in zip(in_leaves, in_trees):
         n = len(leaves)
         if getattr(td, "all_float", False) and isinstance(adjs, np.ndarray):
-            gs = list(adjs[k:k + n])     # numpy float64 scalars
+            gs = adjs[k:k + n].tolist()    # Python floats, one per float leaf
         else:
             if isinstance(adjs, np.ndarray):
                 adjs = list(adjs)
