@@ -316,3 +316,71 @@ def batch_compare(x, y, code: int):
     new = [a if d is None else padded(a, d, rank) for a, d in zip(vals, bdims)]
     out = _core.compare_values(new[0], new[1], code)
     return trace.box(np.asarray(out) if not isinstance(out, Box) else out, 0)
+
+
+# ---------------------------------------------------------------------------
+# values read by compositions, kept batched
+# ---------------------------------------------------------------------------
+
+def _batched_below(x, trace):
+    """``x`` with the tape and dual levels above ``trace``'s box stripped, or
+    None when ``x`` is no box of ``trace`` under such levels."""
+    while type(x) is _core.Tracer or type(x) is _core.Dual:
+        x = _core.primal_of(x)
+    if type(x) is Batched and x.btrace is trace:
+        return x
+    return None
+
+
+def guarded_values(fn, x, what: str):
+    """``fn`` (numpy, elementwise, no derivative: ``np.isnan``...) of the value
+    of ``x``, recorded as a guard on every tape that holds that value (a replay
+    re-checks it, ``GuardFlippedError`` if it changed).
+
+    Under vmap the result is batched: the lanes' values are read together (no
+    lane on its own) and the guard is recorded on the tapes outside the vmap,
+    whose nodes hold the stacked lanes.  A tape started inside the vmap (a
+    ``grad`` taken per lane) evaluates eagerly and records no guard.
+    """
+    def of(v):
+        return fn(np.asarray(_core.concrete(v)))
+    trace = batched_in(x)
+    if trace is None:
+        res = of(x)
+        _core.guard_value(x, of, res, what)
+        return res
+    b = _batched_below(x, trace)
+    if b is None or batched_in(b.val) is not None:
+        raise _core_read(trace, what)
+    res = of(b.val)
+    _core.guard_value(b.val, of, res, what)
+    return trace.box(np.asarray(res), b.bdim)
+
+
+def reduce_values(npfunc, x, axis=None, keepdims=False):
+    """``npfunc(x, axis=axis, keepdims=keepdims)`` (``np.any``, ``np.all``,
+    ``np.sum``: no derivative) of a value such as a mask from
+    :func:`guarded_values`, batched when ``x`` is: each lane reduced along
+    its own axes."""
+    if type(x) is not Batched:
+        return npfunc(_core.concrete(x), axis=axis, keepdims=keepdims)
+    if batched_in(x.val) is not None:
+        raise _core_read(x.btrace, "a value under nested vmaps")
+    v = np.moveaxis(np.asarray(_core.concrete(x.val)), x.bdim, 0)
+    out = npfunc(v, axis=shift_axis(axis, v.ndim - 1), keepdims=keepdims)
+    return x.btrace.box(np.asarray(out), 0)
+
+
+def value_of(x):
+    """The value of ``x`` without any derivative: the plain value, or under
+    vmap the lanes' values, batched (for a condition or a mask computed from
+    values); a ``BatchConcreteRead`` under nested vmaps."""
+    trace = batched_in(x)
+    if trace is None:
+        return _core.concrete(x)
+    b = _batched_below(x, trace)
+    if b is None or batched_in(b.val) is not None:
+        raise _core_read(trace, "a value under nested vmaps")
+    if type(b.val) is np.ndarray:
+        return b
+    return trace.box(np.asarray(_core.concrete(b.val)), b.bdim)

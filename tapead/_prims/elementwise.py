@@ -314,10 +314,8 @@ where_p.complex_ok = True
 
 def where(cond, x, y):
     """``np.where(cond, x, y)`` with derivatives through ``x`` and ``y``."""
-    cond = concrete(cond)
-    if isinstance(x, Box) or isinstance(y, Box):
-        if isinstance(cond, Box):
-            cond = concrete(cond)
+    cond = batching.value_of(cond)           # batched under vmap: the lanes' conditions
+    if isinstance(x, Box) or isinstance(y, Box) or isinstance(cond, Box):
         return _core.bind(where_p, cond, x, y)
     return np.where(cond, x, y)
 

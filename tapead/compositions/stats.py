@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tapead._core import Box, concrete, guard_value, shape_of, lanes_of
-from tapead._prims import elementwise as ew
+from tapead._prims import batching, elementwise as ew
 from tapead._prims.elementwise import where
 from tapead.compositions.misc import _NO, _along
 from tapead._prims.reductions import max as _max, mean as _mean, min as _min, sum as _sum
@@ -66,16 +66,15 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         y = s[_along(ax, nd, n // 2)]
     else:
         y = (s[_along(ax, nd, n // 2 - 1)] + s[_along(ax, nd, n // 2)]) * 0.5
-    nans = np.any(_nan_mask(s, "median"), axis=ax)
-    if nans.any():
+    nans = batching.reduce_values(np.any, _nan_mask(s, "median"), axis=ax)
+    if batching.reduce_values(np.any, nans):
         y = where(nans, np.nan, y)
     return _keep(y, shape, axis) if keepdims else y
 
 
 def _nan_mask(a, what):
-    mask = np.isnan(np.asarray(concrete(a)))
-    guard_value(a, lambda v: np.isnan(np.asarray(concrete(v))), mask, f"the NaNs of a {what}")
-    return mask
+    """Where ``a`` is NaN (guarded on replay; batched under vmap)."""
+    return batching.guarded_values(np.isnan, a, f"the NaNs of a {what}")
 
 
 def _nan_reject(name, **kw):
@@ -94,7 +93,9 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=
     _nan_reject("nansum", dtype=dtype, out=out, initial=initial, where=where)
     keep = keepdims is not _NO and bool(keepdims)
     mask = _nan_mask(a, "nansum")
-    return _sum(ew.where(mask, 0.0, a) if mask.any() else a, axis=axis, keepdims=keep)
+    if not batching.reduce_values(np.any, mask):
+        return _sum(a, axis=axis, keepdims=keep)
+    return _sum(ew.where(mask, 0.0, a), axis=axis, keepdims=keep)
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=_NO, *, where=_NO):
@@ -105,11 +106,12 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=_NO, *, where=_NO):
     _nan_reject("nanmean", dtype=dtype, out=out, where=where)
     keep = keepdims is not _NO and bool(keepdims)
     mask = _nan_mask(a, "nanmean")
-    if not mask.any():
+    if not batching.reduce_values(np.any, mask):
         return _mean(a, axis=axis, keepdims=keep)
-    count = np.sum(~mask, axis=axis, keepdims=keep)
     dt = np.result_type(lanes_of(a))
-    return _sum(ew.where(mask, 0.0, a), axis=axis, keepdims=keep) / count.astype(dt)
+    count = batching.reduce_values(lambda m, **kw: np.sum(~m, **kw).astype(dt), mask,
+                                   axis=axis, keepdims=keep)
+    return _sum(ew.where(mask, 0.0, a), axis=axis, keepdims=keep) / count
 
 
 def _nan_extremum(name, npfunc, reduce, fill):
@@ -121,9 +123,9 @@ def _nan_extremum(name, npfunc, reduce, fill):
         _nan_reject(name, out=out, initial=initial, where=where)
         keep = keepdims is not _NO and bool(keepdims)
         mask = _nan_mask(a, name)
-        if not mask.any():
+        if not batching.reduce_values(np.any, mask):
             return reduce(a, axis=axis, keepdims=keep)
-        if np.any(np.all(mask, axis=axis)):
+        if batching.reduce_values(np.any, batching.reduce_values(np.all, mask, axis=axis)):
             raise ValueError(f"{name}: an all-NaN slice has no extremum to differentiate")
         return reduce(ew.where(mask, fill, a), axis=axis, keepdims=keep)
     func.__name__ = func.__qualname__ = name
@@ -210,7 +212,7 @@ def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, weights,
         t = reshape(t, lead) if traced_q else t.reshape(lead)
         y = where(gamma.reshape(lead) >= 0.5, hi - diff * (1 - t), lo + diff * t)
     nans = _nan_mask(s, name)[-1]
-    if np.any(nans):
+    if batching.reduce_values(np.any, nans):
         y = where(nans, np.nan, y)
     if keepdims:
         y = reshape(y, np.shape(q) + _kept_shape(shape, axis))
