@@ -384,3 +384,14 @@ def value_of(x):
     if type(b.val) is np.ndarray:
         return b
     return trace.box(np.asarray(_core.concrete(b.val)), b.bdim)
+
+
+def any_value(fn, *xs) -> object:
+    """Whether ``fn`` (numpy, elementwise) of the values of ``xs`` holds
+    anywhere: a bool, batched under vmap (for checks such as a domain check,
+    ``if batching.any_value(lambda v: v < 0, x): raise ...``: lanes that
+    agree cost nothing, lanes that disagree split the batch)."""
+    trace = batched_in(*xs)
+    if trace is None:
+        return bool(np.any(fn(*[_core.concrete(x) for x in xs])))
+    return reduce_values(np.any, elementwise_values(fn, *[value_of(x) for x in xs]))

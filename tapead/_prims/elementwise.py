@@ -329,12 +329,17 @@ logaddexp = _binary("logaddexp", np.logaddexp, lambda x, y, a: exp(x - a),
 logaddexp_p = logaddexp.prim
 
 
+def _isnan_values(x):
+    """Where the value of ``x`` is NaN (no derivative; batched under vmap)."""
+    return batching.elementwise_values(np.isnan, batching.value_of(x))
+
+
 def fmax(x, y):
     """``np.fmax``: ``maximum`` that ignores NaNs (same tie convention: 0.5 each)."""
     if not (isinstance(x, Box) or isinstance(y, Box)):
         return np.fmax(x, y)
-    xn, yn = np.isnan(concrete(x)), np.isnan(concrete(y))
-    if not (np.any(xn) or np.any(yn)):
+    xn, yn = _isnan_values(x), _isnan_values(y)
+    if not (batching.reduce_values(np.any, xn) or batching.reduce_values(np.any, yn)):
         return maximum(x, y)
     return where(yn, x, where(xn, y, maximum(x, y)))
 
@@ -343,8 +348,8 @@ def fmin(x, y):
     """``np.fmin``: ``minimum`` that ignores NaNs (same tie convention: 0.5 each)."""
     if not (isinstance(x, Box) or isinstance(y, Box)):
         return np.fmin(x, y)
-    xn, yn = np.isnan(concrete(x)), np.isnan(concrete(y))
-    if not (np.any(xn) or np.any(yn)):
+    xn, yn = _isnan_values(x), _isnan_values(y)
+    if not (batching.reduce_values(np.any, xn) or batching.reduce_values(np.any, yn)):
         return minimum(x, y)
     return where(yn, x, where(xn, y, minimum(x, y)))
 
