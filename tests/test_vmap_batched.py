@@ -31,9 +31,7 @@ PER_LANE_ROWS = {
     "lstsq", "solve_triangular", "cho_solve",
     # reads values (domain checks of the distributions, NaN masks, sorts used
     # as indices, Python-level constants)
-    "argmax_gather", "argmin_gather", "argsort_gather", "beta_cdf", "beta_logpdf", "beta_logsf", "beta_pdf", "chi2_cdf",
-    "chi2_logpdf", "chi2_pdf", "chi2_sf", "dirichlet_logpdf", "dirichlet_pdf", "gamma_cdf", "gamma_logcdf", "gamma_logpdf", "gamma_logsf", "gamma_pdf", "gamma_sf",
-    "matrix_power", "mean_std_var_of_lists", "mvn_logpdf", "mvn_pdf", "nan_to_num", "partition", "percentile_traced_q", "poisson_cdf", "poisson_logpmf", "poisson_pmf", "quantile_traced_q", "r_", "r_axis_c_", }
+    "argmax_gather", "argmin_gather", "argsort_gather", "matrix_power", "mean_std_var_of_lists", "mvn_logpdf", "mvn_pdf", "nan_to_num", "partition", "percentile_traced_q", "quantile_traced_q", "r_", "r_axis_c_", }
 
 
 def _per_lane_allowed(spec):
