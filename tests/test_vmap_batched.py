@@ -31,7 +31,7 @@ PER_LANE_ROWS = {
     "lstsq", "solve_triangular", "cho_solve",
     # reads values (domain checks of the distributions, NaN masks, sorts used
     # as indices, Python-level constants)
-    "argmax_gather", "argmin_gather", "argsort_gather", "mvn_logpdf", "mvn_pdf", "partition", "percentile_traced_q", "quantile_traced_q", }
+    "mvn_logpdf", "mvn_pdf", "percentile_traced_q", "quantile_traced_q", }
 
 
 def _per_lane_allowed(spec):

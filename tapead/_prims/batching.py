@@ -395,3 +395,41 @@ def any_value(fn, *xs) -> object:
     if trace is None:
         return bool(np.any(fn(*[_core.concrete(x) for x in xs])))
     return reduce_values(np.any, elementwise_values(fn, *[value_of(x) for x in xs]))
+
+
+def guarded_lanes(fn, x, what: str):
+    """``fn`` (numpy, of one lane's value: an argsort, an argmax...) of the
+    value of ``x``, guarded like :func:`guarded_values`.  Under vmap, ``fn``
+    runs on each lane's value (a numpy loop, not a rerun of the function)
+    and the results come back batched (lanes in front), e.g. integer indices
+    for a batched gather."""
+    def of(v):
+        return fn(np.asarray(_core.concrete(v)))
+    trace = batched_in(x)
+    if trace is None:
+        res = of(x)
+        _core.guard_value(x, of, res, what)
+        return res
+    b = _batched_below(x, trace)
+    if b is None or batched_in(b.val) is not None:
+        raise _core_read(trace, what)
+    bdim = b.bdim
+
+    def stacked(v):
+        lanes = np.moveaxis(np.asarray(_core.concrete(v)), bdim, 0)
+        if lanes.shape[0] == 0:                    # no lanes: the shape of one result
+            one = np.asarray(fn(np.zeros(lanes.shape[1:], lanes.dtype)))
+            return np.zeros((0,) + one.shape, one.dtype)
+        return np.stack([np.asarray(fn(lane)) for lane in lanes])
+    res = stacked(b.val)
+    _core.guard_value(b.val, stacked, res, what)
+    return trace.box(res, 0)
+
+
+def lane_indices(idx):
+    """The stacked integer values (lanes in front) of a batched index from
+    :func:`guarded_lanes`, or a ``BatchConcreteRead`` for any other box."""
+    v = idx.val
+    if type(v) is not np.ndarray or v.dtype.kind not in "iu":
+        raise _core_read(idx.btrace, "an index")
+    return np.moveaxis(v, idx.bdim, 0)

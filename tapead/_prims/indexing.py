@@ -30,6 +30,7 @@ from tapead._core import Box, Scatter, bind
 from tapead import patterns
 from tapead._prims.base import Primitive
 from tapead._prims import batching
+from tapead.errors import BatchConcreteRead
 from tapead._prims.structural import broadcast_to, concatenate, reshape, stack, unbroadcast
 
 
@@ -175,10 +176,28 @@ getitem_p.defsparsity(patterns.MOVE)
 
 def getitem(x, idx):
     """``x[idx]`` with derivatives (slices, integers, integer arrays, masks)."""
+    if type(idx) is _core.Batched:
+        return _gather_lanes(x, idx)
     idx = _index_key(idx)
     if isinstance(x, Box):
         return bind(getitem_p, x, idx=idx)
     return np.asarray(x)[idx] if isinstance(x, (int, float)) else x[idx]
+
+
+def _gather_lanes(x, idx):
+    """``x[idx]`` for a batched integer index (each lane its own, from argsort
+    or argmax under vmap): one gather on the stacked lanes.  A box of a tape
+    recorded inside the vmap cannot keep a batched index: vmap runs such code
+    per lane."""
+    trace = idx.btrace
+    i = batching.lane_indices(idx)
+    n = i.shape[0]
+    if type(x) is _core.Batched and x.btrace is trace:
+        lane = np.arange(n).reshape((n,) + (1,) * (i.ndim - 1))
+        return trace.box(getitem(batching.to_front(x.val, x.bdim), (lane, i)), 0)
+    if batching.batched_in(x) is None:                 # shared by every lane
+        return trace.box(getitem(x, i), 0)
+    raise BatchConcreteRead(trace, "an index")
 
 
 # index_add_zeros: the transpose of getitem -----------------------------------------

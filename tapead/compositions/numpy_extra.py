@@ -222,11 +222,8 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
         a, axis = reshape(a, (-1,)), 0
     axis = _norm_axis("partition", axis, np.ndim(a))
 
-    def perm(v):
-        return np.argpartition(np.asarray(concrete(v)), kth, axis=axis, kind=kind)
-
-    p = perm(a)
-    guard_value(a, lambda v: perm(v).tobytes(), p.tobytes(), "the partition's arrangement")
+    p = batching.guarded_lanes(lambda v: np.argpartition(v, kth, axis=axis, kind=kind), a,
+                               "the partition's arrangement")
     return permute(a, p, axis)
 
 
