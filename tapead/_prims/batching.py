@@ -433,3 +433,36 @@ def lane_indices(idx):
     if type(v) is not np.ndarray or v.dtype.kind not in "iu":
         raise _core_read(idx.btrace, "an index")
     return np.moveaxis(v, idx.bdim, 0)
+
+
+def stacked_values(*xs):
+    """``(trace, values)``: the values of ``xs`` without derivative as numpy
+    arrays, for rules that compute a constant from several values along
+    axes (tie weights of max, zero counts of prod).  Outside vmap ``trace``
+    is None and the values are the plain ones; under vmap every value has the
+    lanes in front (shared ones broadcast to every lane), so a lane axis
+    ``k`` is axis ``k + 1``; box the result with ``trace.box(result, 0)``."""
+    trace = batched_in(*xs)
+    if trace is None:
+        return None, [np.asarray(_core.concrete(x)) for x in xs]
+    out = []
+    for x in xs:
+        v = value_of(x)
+        if type(v) is Batched:
+            out.append(np.moveaxis(v.val, v.bdim, 0))
+        else:
+            v = np.asarray(v)
+            out.append(np.broadcast_to(v, (trace.size,) + v.shape))
+    return trace, out
+
+
+def lanes_constant(fn, x):
+    """:func:`lanes_apply` through the tapes above the batched value (a rule
+    or a composition running under a tape recorded inside vmap)."""
+    trace = batched_in(x)
+    if trace is None:
+        return fn(_core.concrete(x))
+    b = _batched_below(x, trace)
+    if b is None:
+        raise _core_read(trace, "a value under nested vmaps")
+    return lanes_apply(fn, b)
