@@ -174,8 +174,8 @@ cos_given_sin_p.complex_ok = sin_given_cos_p.complex_ok = True
 def _abs_slope(x, ans):
     if not is_complex(x):
         return batching.elementwise_values(np.sign, x)
-    zero = concrete(ans) == 0
-    if np.any(zero):
+    zero = batching.elementwise_values(lambda v: np.asarray(v) == 0, batching.value_of(ans))
+    if batching.reduce_values(np.any, zero):
         return where(zero, 0.0, conjugate(x) / where(zero, 1.0, ans))
     return conjugate(x) / ans
 
