@@ -22,16 +22,18 @@ from opspecs import F64, NO_JAX, SPECS, case_id, cases, ns
 CASES = cases(SPECS, dtypes=(F64,))
 RTOL = 1e-12
 
-#: rows that run lane by lane, on purpose: their primitive is declared
-#: PER_LANE (numpy's lstsq and scipy's triangular solve take one system), or
-#: the tapead function reads values to decide something (a domain check, a NaN
-#: mask, an argsort used as an index, a constant built from values), so vmap
-#: reruns it once per lane.  Every other row must run batched.
+#: rows that run lane by lane, on purpose (every other row must run batched)
 PER_LANE_ROWS = {
+    # primitives declared PER_LANE: numpy's lstsq and scipy's triangular solve
+    # take one system at a time
     "lstsq", "solve_triangular", "cho_solve",
-    # reads values (domain checks of the distributions, NaN masks, sorts used
-    # as indices, Python-level constants)
-    "mvn_logpdf", "mvn_pdf", "percentile_traced_q", "quantile_traced_q", }
+    # multivariate_normal solves with solve_triangular: that primitive runs per lane
+    "mvn_logpdf", "mvn_pdf",
+    # a traced q: every lane interpolates between its own order statistics,
+    # whose positions come from the lane's q (read per lane; a batched gather
+    # of q-dependent positions is not written)
+    "percentile_traced_q", "quantile_traced_q",
+}
 
 
 def _per_lane_allowed(spec):
@@ -164,13 +166,19 @@ def test_every_row_equals_jax_vmap(case):
     _close(out, np.asarray(ref), f"{spec.name}-{kind}")
 
 
-#: rows whose reverse sweep must run batched inside vmap (the others may read
-#: values in their VJP rules, e.g. a kink's side, and then run lane by lane)
-BATCHED_BACKWARD = {"add", "sub", "mul", "div", "sin", "cos", "tan", "exp", "log", "tanh",
-                    "sqrt", "sigmoid", "square", "matmul", "dot", "outer", "einsum",
-                    "sum", "sum_axis0", "transpose", "reshape", "concatenate_axis0",
-                    "stack", "getitem_mask", "where", "solve", "inv", "det", "cholesky",
-                    "abs", "relu", "maximum", "minimum", "clip"}
+#: rows whose gradient taken inside vmap still runs lane by lane (every other
+#: row's reverse sweep runs batched: ``per_lane_runs == 0``)
+BACKWARD_PER_LANE = {
+    # pow's derivative rule reads the exponent's value (its x == 0 convention)
+    "pow", "float_power",
+    # declared PER_LANE, and the rank and singular values it returns are read
+    "lstsq",
+    # an index or permutation computed from values (each lane its own) cannot
+    # be kept by a tape recorded inside the vmap: such a gather runs per lane
+    "partition", "argsort_gather", "argmax_gather", "argmin_gather",
+    # as in the forward run (PER_LANE_ROWS)
+    "percentile_traced_q", "quantile_traced_q",
+}
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -189,8 +197,15 @@ def test_a_gradient_taken_inside_vmap_runs_batched_and_equals_the_loop(case, mon
     inner = lambda *a: gfun(*a)                               # noqa: E731  (untagged)
     batching.reset_stats()
     out = ta.vmap(inner)(*args)
-    if spec.name in BATCHED_BACKWARD:
+    if spec.name not in BACKWARD_PER_LANE:
         assert batching.STATS["per_lane_runs"] == 0, spec.name
     for k in range(spec.arity):
         ref = np.stack([np.asarray(gfun(*lane)[k]) for lane in lanes])
         _close(out[k], ref, f"{spec.name}-{kind} d/d argument {k}")
+
+
+def test_the_per_lane_lists_name_rows_of_the_table():
+    names = {spec.name for spec in SPECS}
+    prefixed = {n for n in names if n.startswith(("solve_triangular", "cho_solve"))}
+    assert PER_LANE_ROWS - names <= {"solve_triangular", "cho_solve"} and prefixed
+    assert BACKWARD_PER_LANE <= names
