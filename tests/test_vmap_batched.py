@@ -29,10 +29,6 @@ PER_LANE_ROWS = {
     "lstsq", "solve_triangular", "cho_solve",
     # multivariate_normal solves with solve_triangular: that primitive runs per lane
     "mvn_logpdf", "mvn_pdf",
-    # a traced q: every lane interpolates between its own order statistics,
-    # whose positions come from the lane's q (read per lane; a batched gather
-    # of q-dependent positions is not written)
-    "percentile_traced_q", "quantile_traced_q",
 }
 
 
@@ -176,7 +172,7 @@ BACKWARD_PER_LANE = {
     # an index or permutation computed from values (each lane its own) cannot
     # be kept by a tape recorded inside the vmap: such a gather runs per lane
     "partition", "argsort_gather", "argmax_gather", "argmin_gather",
-    # as in the forward run (PER_LANE_ROWS)
+    # the same: a traced q's positions (each lane its own) index the sorted values
     "percentile_traced_q", "quantile_traced_q",
 }
 

@@ -135,3 +135,20 @@ def test_an_argsort_used_as_an_index_is_a_batched_gather():
     np.testing.assert_array_equal(gb, np.stack([table[np.argsort(np.argsort(r))] for r in x]))
     _batched(lambda v: tnp.partition(v, 1), x)
     _grad_inside(tnp.sort, x)
+
+
+def test_each_lane_its_own_quantile():
+    x = np.array([[3.0, 1.0, 2.0, 7.0], [0.5, 2.5, 1.5, -1.0], [4.0, 5.0, 0.1, 2.0]])
+    q = np.array([0.25, 1.0, 0.5])                            # lane 1 at the top
+    _batched(tnp.quantile, x, q)
+    _batched(lambda q: tnp.quantile(x[0], q), q)              # x shared by every lane
+    _batched(lambda x, q: tnp.percentile(x, 100 * q, keepdims=True), x, q)
+    qs = np.array([[0.1, 0.9], [0.0, 0.5], [0.75, 0.3]])
+    _batched(lambda x, q: tnp.quantile(x, q), x, qs)
+    gb = ta.grad(lambda x, q: tnp.sum(ta.vmap(tnp.quantile)(x, q)), argnums=(0, 1))(x, q)
+    gl = ta.grad(lambda x, q: tnp.sum(tnp.stack([tnp.quantile(x[i], q[i]) for i in range(3)])),
+                 argnums=(0, 1))(x, q)
+    for b, r in zip(gb, gl):
+        _same(b, r)
+    with pytest.raises(ValueError, match="Quantiles must be in the range"):
+        ta.vmap(tnp.quantile)(x, np.array([0.5, 1.5, 0.5]))
