@@ -24,16 +24,14 @@ RTOL = 1e-12
 
 #: rows that run lane by lane, on purpose (every other row must run batched)
 PER_LANE_ROWS = {
-    # primitives declared PER_LANE: numpy's lstsq and scipy's triangular solve
-    # take one system at a time
-    "lstsq", "solve_triangular", "cho_solve",
-    # multivariate_normal solves with solve_triangular: that primitive runs per lane
-    "mvn_logpdf", "mvn_pdf",
+    # a primitive declared PER_LANE: numpy's lstsq takes one system (and its
+    # rank and singular values are read)
+    "lstsq",
 }
 
 
 def _per_lane_allowed(spec):
-    return spec.name in PER_LANE_ROWS or spec.name.startswith(("solve_triangular", "cho_solve"))
+    return spec.name in PER_LANE_ROWS
 
 
 def _seed(*parts):
@@ -202,6 +200,4 @@ def test_a_gradient_taken_inside_vmap_runs_batched_and_equals_the_loop(case, mon
 
 def test_the_per_lane_lists_name_rows_of_the_table():
     names = {spec.name for spec in SPECS}
-    prefixed = {n for n in names if n.startswith(("solve_triangular", "cho_solve"))}
-    assert PER_LANE_ROWS - names <= {"solve_triangular", "cho_solve"} and prefixed
-    assert BACKWARD_PER_LANE <= names
+    assert PER_LANE_ROWS <= names and BACKWARD_PER_LANE <= names
