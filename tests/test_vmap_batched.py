@@ -167,11 +167,6 @@ BACKWARD_PER_LANE = {
     "pow", "float_power",
     # declared PER_LANE, and the rank and singular values it returns are read
     "lstsq",
-    # an index or permutation computed from values (each lane its own) cannot
-    # be kept by a tape recorded inside the vmap: such a gather runs per lane
-    "partition", "argsort_gather", "argmax_gather", "argmin_gather",
-    # the same: a traced q's positions (each lane its own) index the sorted values
-    "percentile_traced_q", "quantile_traced_q",
 }
 
 

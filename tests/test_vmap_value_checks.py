@@ -152,3 +152,38 @@ def test_each_lane_its_own_quantile():
         _same(b, r)
     with pytest.raises(ValueError, match="Quantiles must be in the range"):
         ta.vmap(tnp.quantile)(x, np.array([0.5, 1.5, 0.5]))
+
+
+def test_a_permutation_from_values_inside_a_gradient_taken_inside_vmap():
+    x = np.array([[3.0, 1.0, 2.0, 0.5], [0.5, 2.5, 1.5, 4.0], [4.0, 5.0, 0.1, 2.0]])
+    w = np.array([1.0, -2.0, 0.5, 3.0])
+
+    def f(v):
+        return tnp.sum(tnp.partition(v, 1) * w) + tnp.sum(tnp.sort(v) ** 3 * w)
+    _grad_inside(f, x)
+    h = ta.hessian(f)
+    batching.reset_stats()
+    out = ta.vmap(h)(x)
+    assert batching.STATS["per_lane_runs"] == 0
+    _same(out, _loop(h, x))
+
+
+def test_an_index_from_values_inside_a_gradient_taken_inside_vmap():
+    x = np.array([[3.0, 1.0, 2.0, 0.5], [0.5, 2.5, 1.5, 4.0], [4.0, 5.0, 0.1, 2.0]])
+    w = np.array([1.0, -2.0, 0.5, 3.0])
+
+    def f(v):
+        s = v[tnp.argsort(v)]
+        return tnp.sum(s ** 3 * w) + v[tnp.argmax(v)] ** 2 - v[tnp.argmin(v)]
+    _grad_inside(f, x)
+    _grad_inside(lambda v: tnp.quantile(v, 0.3) * tnp.sum(v), x)
+    q = np.array([0.2, 0.5, 1.0])
+    g = ta.grad(lambda v, q: tnp.quantile(v, q) ** 2, argnums=(0, 1))
+    batching.reset_stats()
+    gv, gq = ta.vmap(g)(x, q)
+    assert batching.STATS["per_lane_runs"] == 0
+    _same(gv, np.stack([g(x[i], q[i])[0] for i in range(3)]))
+    _same(gq, np.stack([g(x[i], q[i])[1] for i in range(3)]))
+    for h in (ta.hessian(f), ta.jacrev(ta.grad(f)), ta.jacfwd(ta.grad(f))):
+        out = ta.vmap(h)(x)
+        _same(out, _loop(h, x))

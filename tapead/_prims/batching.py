@@ -322,7 +322,7 @@ def batch_compare(x, y, code: int):
 # values read by compositions, kept batched
 # ---------------------------------------------------------------------------
 
-def _batched_below(x, trace):
+def batched_below(x, trace):
     """``x`` with the tape and dual levels above ``trace``'s box stripped, or
     None when ``x`` is no box of ``trace`` under such levels."""
     while type(x) is _core.Tracer or type(x) is _core.Dual:
@@ -349,7 +349,7 @@ def guarded_values(fn, x, what: str):
         res = of(x)
         _core.guard_value(x, of, res, what)
         return res
-    b = _batched_below(x, trace)
+    b = batched_below(x, trace)
     if b is None or batched_in(b.val) is not None:
         raise _core_read(trace, what)
     res = of(b.val)
@@ -378,7 +378,7 @@ def value_of(x):
     trace = batched_in(x)
     if trace is None:
         return _core.concrete(x)
-    b = _batched_below(x, trace)
+    b = batched_below(x, trace)
     if b is None or batched_in(b.val) is not None:
         raise _core_read(trace, "a value under nested vmaps")
     if type(b.val) is np.ndarray:
@@ -410,7 +410,7 @@ def guarded_lanes(fn, x, what: str):
         res = of(x)
         _core.guard_value(x, of, res, what)
         return res
-    b = _batched_below(x, trace)
+    b = batched_below(x, trace)
     if b is None or batched_in(b.val) is not None:
         raise _core_read(trace, what)
     bdim = b.bdim
@@ -462,7 +462,7 @@ def lanes_constant(fn, x):
     trace = batched_in(x)
     if trace is None:
         return fn(_core.concrete(x))
-    b = _batched_below(x, trace)
+    b = batched_below(x, trace)
     if b is None:
         raise _core_read(trace, "a value under nested vmaps")
     return lanes_apply(fn, b)

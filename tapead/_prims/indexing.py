@@ -102,6 +102,8 @@ getitem_p = Primitive("getitem", lambda x, idx: x[idx], saves=(), linear=True)
 
 
 def _getitem_vjp(g, ans, x, idx):
+    if type(idx) is _core.Batched:       # each lane its own index (under vmap)
+        return _scatter_lanes(g, idx, _core.shape_of(x), _dtype(x))
     # the sweep adds it in place (plain g) or collects it (traced g, see
     # add_scatters); only the tape's sweep reads Scatters
     return Scatter(g, idx, np.shape(x), x.dtype)
@@ -162,6 +164,9 @@ def _getitem_vmap(args, bdims, idx):
     """Lanes in front behind basic indices; else lanes last, where advanced
     indices (which numpy may move to the front) never reach them."""
     x, d = args[0], bdims[0]
+    if type(idx) is _core.Batched:       # a tape's gather by each lane's own index
+        i = batching.lane_indices(idx)
+        return getitem(batching.to_front(x, d), (_lane_column(i), i)), 0
     lead = _after_k(idx)
     if lead is not None:
         return getitem(batching.to_front(x, d), lead), 0
@@ -191,13 +196,35 @@ def _gather_lanes(x, idx):
     per lane."""
     trace = idx.btrace
     i = batching.lane_indices(idx)
-    n = i.shape[0]
     if type(x) is _core.Batched and x.btrace is trace:
-        lane = np.arange(n).reshape((n,) + (1,) * (i.ndim - 1))
-        return trace.box(getitem(batching.to_front(x.val, x.bdim), (lane, i)), 0)
+        return trace.box(getitem(batching.to_front(x.val, x.bdim), (_lane_column(i), i)), 0)
     if batching.batched_in(x) is None:                 # shared by every lane
         return trace.box(getitem(x, i), 0)
+    if batching.batched_below(x, trace) is not None:   # a tape's box of this vmap's lanes
+        return bind(getitem_p, x, idx=idx)
     raise BatchConcreteRead(trace, "an index")
+
+
+def _lane_column(i):
+    """The lane numbers, shaped to pair with the stacked indices ``i``."""
+    n = i.shape[0]
+    return np.arange(n).reshape((n,) + (1,) * (i.ndim - 1))
+
+
+def _scatter_lanes(g, idx, shape, dtype):
+    """The VJP of a gather by a batched index: each lane's cotangent added at
+    its own indices, zeros of one lane's ``shape`` elsewhere (batched)."""
+    trace = idx.btrace
+    i = batching.lane_indices(idx)
+    n = i.shape[0]
+    if type(g) is _core.Batched and g.btrace is trace:
+        gl = batching.to_front(g.val, g.bdim)
+    elif batching.batched_in(g) is None:               # the same cotangent in every lane
+        gl = batching.with_lanes(g, n)
+    else:
+        raise BatchConcreteRead(trace, "an index")
+    out = index_add_zeros(gl, (_lane_column(i), i), (n,) + tuple(shape), dtype)
+    return trace.box(out, 0)
 
 
 # index_add_zeros: the transpose of getitem -----------------------------------------

@@ -46,6 +46,8 @@ permute_p.defvmap(lambda args, bdims, perm, axis: _permute_lanes(
 
 
 def _permute_lanes(x, perm, axis):
+    if type(perm) is Batched:                 # each lane its own permutation
+        return permute(x, batching.lane_indices(perm), axis + 1), 0
     return permute(x, np.broadcast_to(perm[None], np.shape(x)), axis + 1), 0
 permute_p.defsparsity(patterns.MOVE)         # perm is a constant parameter
 
@@ -61,14 +63,17 @@ def permute(x, perm, axis):
 
 def _permute_batched(x, perm, axis):
     """``permute`` by a batched permutation (each lane its own, under vmap):
-    one ``permute`` of the stacked lanes.  A box of a tape recorded inside
-    the vmap cannot keep a batched permutation: vmap runs such code per lane."""
+    one ``permute`` of the stacked lanes.  A tape recorded inside the vmap
+    keeps the batched permutation as its parameter (its rules permute the
+    lanes of the cotangents the same way)."""
     trace = perm.btrace
     p = batching.lane_indices(perm)
     if type(x) is Batched and x.btrace is trace:
         return trace.box(permute(batching.to_front(x.val, x.bdim), p, axis + 1), 0)
     if batching.batched_in(x) is None:                 # shared by every lane
         return trace.box(permute(batching.with_lanes(x, p.shape[0]), p, axis + 1), 0)
+    if batching.batched_below(x, trace) is not None:  # a tape's box of this vmap's lanes
+        return bind(permute_p, x, perm=perm, axis=axis)
     raise BatchConcreteRead(trace, "a permutation")
 
 
