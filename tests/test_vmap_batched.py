@@ -160,9 +160,9 @@ def test_every_row_equals_jax_vmap(case):
     _close(out, np.asarray(ref), f"{spec.name}-{kind}")
 
 
-#: rows whose gradient taken inside vmap still runs lane by lane (every other
-#: row's reverse sweep runs batched: ``per_lane_runs == 0``)
-BACKWARD_PER_LANE = {
+#: rows whose gradient or JVP taken inside vmap still runs lane by lane (every
+#: other row's derivative rules run batched: ``per_lane_runs == 0``)
+DERIVATIVE_PER_LANE = {
     # pow's derivative rule reads the exponent's value (its x == 0 convention)
     "pow", "float_power",
     # declared PER_LANE, and the rank and singular values it returns are read
@@ -186,13 +186,35 @@ def test_a_gradient_taken_inside_vmap_runs_batched_and_equals_the_loop(case, mon
     inner = lambda *a: gfun(*a)                               # noqa: E731  (untagged)
     batching.reset_stats()
     out = ta.vmap(inner)(*args)
-    if spec.name not in BACKWARD_PER_LANE:
+    if spec.name not in DERIVATIVE_PER_LANE:
         assert batching.STATS["per_lane_runs"] == 0, spec.name
     for k in range(spec.arity):
         ref = np.stack([np.asarray(gfun(*lane)[k]) for lane in lanes])
         _close(out[k], ref, f"{spec.name}-{kind} d/d argument {k}")
 
 
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_a_jvp_taken_inside_vmap_runs_batched_and_equals_the_loop(case):
+    """``vmap(lambda *a: jvp(f, a, t))``: the JVP rules run on the stacked
+    lanes (the tangents, one lane's shape, are shared by every lane)."""
+    spec, kind, shapes, _ = case
+    if 1 not in spec.orders:
+        pytest.skip("no derivative")
+    n = 3
+    lanes = _lanes(spec, shapes, n, _seed(spec.name, kind, "jvp"))
+    args, _ = _stacked(spec, shapes, lanes, n, 0, (True,) * spec.arity)
+    rng = np.random.default_rng(5)
+    tans = tuple(np.asarray(rng.normal(size=np.shape(a)), dtype=np.float64) for a in lanes[0])
+
+    def inner(*a):
+        return ta.jvp(lambda *b: tnp.real(spec.fn(*b)), a, tans)[1]
+    batching.reset_stats()
+    out = ta.vmap(inner)(*args)
+    if spec.name not in DERIVATIVE_PER_LANE:
+        assert batching.STATS["per_lane_runs"] == 0, spec.name
+    _close(out, np.stack([np.asarray(inner(*lane)) for lane in lanes]), f"{spec.name}-{kind}")
+
+
 def test_the_per_lane_lists_name_rows_of_the_table():
     names = {spec.name for spec in SPECS}
-    assert PER_LANE_ROWS <= names and BACKWARD_PER_LANE <= names
+    assert PER_LANE_ROWS <= names and DERIVATIVE_PER_LANE <= names

@@ -98,7 +98,13 @@ def _k_first(t):
 
 
 # getitem -------------------------------------------------------------------------
-getitem_p = Primitive("getitem", lambda x, idx: x[idx], saves=(), linear=True)
+def _getitem_impl(x, idx):
+    if type(idx) is _core.Batched:       # a plain tangent gathered by each lane's index
+        return _gather_lanes(x, idx)
+    return x[idx]
+
+
+getitem_p = Primitive("getitem", _getitem_impl, saves=(), linear=True)
 
 
 def _getitem_vjp(g, ans, x, idx):

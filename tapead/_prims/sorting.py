@@ -34,9 +34,13 @@ def _inverse(perm, axis):
 
 
 # permute: take_along_axis with a permutation (linear; its transpose is the inverse)
-permute_p = Primitive("permute_along_axis",
-                      lambda x, perm, axis: np.take_along_axis(x, perm, axis=axis),
-                      saves=(), linear=True)
+def _permute_impl(x, perm, axis):
+    if type(perm) is Batched:            # a plain tangent, each lane's permutation
+        return _permute_batched(x, perm, axis)
+    return np.take_along_axis(x, perm, axis=axis)
+
+
+permute_p = Primitive("permute_along_axis", _permute_impl, saves=(), linear=True)
 permute_p.defvjp(lambda g, ans, x, perm, axis: permute(g, _inverse(perm, axis), axis))
 # permute(), not np.take_along_axis: the tangents may be traced (third order)
 permute_p.defbatched(lambda tans, ans, vals, params, K: permute(
