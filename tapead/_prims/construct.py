@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Box, concrete, lanes_of, pack_scalars, shape_of
+from tapead._core import Box, lanes_of, pack_scalars, shape_of
 from tapead._prims.elementwise import astype
 from tapead._prims.shape import reshape, stack
 

@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete
+from tapead._core import Box, bind
 from tapead import patterns
 from tapead._prims.base import Primitive
 from tapead._prims import batching

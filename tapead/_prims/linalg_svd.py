@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete, is_complex
+from tapead._core import Box, bind, is_complex
 from tapead._prims.base import Primitive
 from tapead._prims import batching
 from tapead._prims.contract import _dtype_of, einsum

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete
+from tapead._core import Box, bind
 from tapead import patterns
 from tapead._prims import batching
 from tapead._prims.base import Primitive, defzero

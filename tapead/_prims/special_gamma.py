@@ -20,7 +20,7 @@ import math
 import numpy as np
 import scipy.special as sps
 
-from tapead._core import Box, bind, concrete
+from tapead._core import Box, bind
 from tapead._prims import elementwise as ew
 from tapead._prims import batching, beta_kernel, gamma_kernel
 from tapead._prims.base import Primitive, defelementwise, defzero
