@@ -215,6 +215,28 @@ def test_a_jvp_taken_inside_vmap_runs_batched_and_equals_the_loop(case):
     _close(out, np.stack([np.asarray(inner(*lane)) for lane in lanes]), f"{spec.name}-{kind}")
 
 
+#: one case per one-argument row with second derivatives
+HESSIAN_CASES = list({c[0].name: c for c in CASES[::-1]
+                      if c[0].arity == 1 and 2 in c[0].orders}.values())[::-1]
+
+
+@pytest.mark.parametrize("case", HESSIAN_CASES, ids=case_id)
+def test_a_hessian_taken_inside_vmap_runs_batched_and_equals_the_loop(case):
+    """``vmap(hessian(g))``: the second-order rules (the JVPs of the VJPs) run
+    on the stacked lanes too."""
+    spec, kind, shapes, _ = case
+    n = 2
+    lanes = _lanes(spec, shapes, n, _seed(spec.name, kind, "hessian"))
+    args, _ = _stacked(spec, shapes, lanes, n, 0, (True,))
+    w = np.random.default_rng(6).normal(size=np.shape(spec.fn(*lanes[0])))
+    h = ta.hessian(lambda x: tnp.sum(tnp.real(spec.fn(x)) * w))
+    batching.reset_stats()
+    out = ta.vmap(h)(*args)
+    if spec.name not in DERIVATIVE_PER_LANE:
+        assert batching.STATS["per_lane_runs"] == 0, spec.name
+    _close(out, np.stack([np.asarray(h(*lane)) for lane in lanes]), f"{spec.name}-{kind}")
+
+
 def test_the_per_lane_lists_name_rows_of_the_table():
     names = {spec.name for spec in SPECS}
     assert PER_LANE_ROWS <= names and DERIVATIVE_PER_LANE <= names
