@@ -22,12 +22,8 @@ from opspecs import F64, NO_JAX, SPECS, case_id, cases, ns
 CASES = cases(SPECS, dtypes=(F64,))
 RTOL = 1e-12
 
-#: rows that run lane by lane, on purpose (every other row must run batched)
-PER_LANE_ROWS = {
-    # a primitive declared PER_LANE: numpy's lstsq takes one system (and its
-    # rank and singular values are read)
-    "lstsq",
-}
+#: rows that run lane by lane, on purpose (none now; every row must run batched)
+PER_LANE_ROWS: set = set()
 
 
 def _per_lane_allowed(spec):
@@ -165,8 +161,6 @@ def test_every_row_equals_jax_vmap(case):
 DERIVATIVE_PER_LANE = {
     # pow's derivative rule reads the exponent's value (its x == 0 convention)
     "pow", "float_power",
-    # declared PER_LANE, and the rank and singular values it returns are read
-    "lstsq",
 }
 
 

@@ -187,3 +187,31 @@ def test_an_index_from_values_inside_a_gradient_taken_inside_vmap():
     for h in (ta.hessian(f), ta.jacrev(ta.grad(f)), ta.jacfwd(ta.grad(f))):
         out = ta.vmap(h)(x)
         _same(out, _loop(h, x))
+
+
+def test_lstsq_solves_every_lanes_system_as_numpy_does():
+    rng = np.random.default_rng(7)
+    a = rng.normal(size=(3, 4, 2))
+    a[1, :, 1] = a[1, :, 0]                                     # lane 1: rank 1
+    b = rng.normal(size=(3, 4))
+
+    def f(a, b):                      # (the residuals' shape depends on the rank)
+        x, _, rank, s = tnp.linalg.lstsq(a, b, rcond=None)
+        return x, rank, s
+    batching.reset_stats()
+    x, rank, s = ta.vmap(f)(a, b)
+    assert batching.STATS["per_lane_runs"] == 0 and batching.STATS["splits"] == 1
+    for i in range(3):
+        ref = np.linalg.lstsq(a[i], b[i], rcond=None)
+        _same(x[i], ref[0])
+        assert rank[i] == ref[2]
+        _same(s[i], ref[3])
+    res = ta.vmap(lambda a, b: tnp.linalg.lstsq(a, b, rcond=None)[1])(a[[0, 2]], b[[0, 2]])
+    _same(res, np.stack([np.linalg.lstsq(a[i], b[i], rcond=None)[1] for i in (0, 2)]))
+    full = rng.normal(size=(3, 4, 2))
+    _batched(lambda a, b: tnp.linalg.lstsq(a, b, rcond=None)[0], full, rng.normal(size=(3, 4, 2)))
+    _grad_inside(lambda b: tnp.linalg.lstsq(full[0], b, rcond=None)[0] ** 2, b)
+    g = ta.grad(lambda a, b: tnp.sum(tnp.linalg.lstsq(a, b, rcond=None)[0] ** 2), argnums=(0, 1))
+    gv = ta.vmap(g)(full, b)
+    for k in range(2):
+        _same(gv[k], np.stack([g(full[i], b[i])[k] for i in range(3)]))
