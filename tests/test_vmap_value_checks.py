@@ -215,3 +215,21 @@ def test_lstsq_solves_every_lanes_system_as_numpy_does():
     gv = ta.vmap(g)(full, b)
     for k in range(2):
         _same(gv[k], np.stack([g(full[i], b[i])[k] for i in range(3)]))
+
+
+def test_nested_vmaps_over_decisions_from_values_equal_the_loops():
+    x = np.array([[[1.0, 3.0, 3.0], [2.0, 0.0, 1.0]], [[0.5, 0.5, 0.25], [4.0, 1.0, 2.0]]])
+    y = np.array([[2.0, 1.0, 0.5], [0.0, 3.0, 3.0]])
+    g = ta.grad(lambda u, v: tnp.max(u * v) + tnp.prod(u + v) + tnp.sum(u[tnp.argsort(v)]),
+                argnums=(0, 1))
+    inner = ta.vmap(g, in_axes=(0, None))                       # y shared by the inner lanes
+    outer = ta.vmap(inner, in_axes=(0, 0))
+    out = outer(x, y)
+    for k in range(2):
+        ref = np.stack([np.stack([g(x[i, j], y[i])[k] for j in range(2)]) for i in range(2)])
+        _same(out[k], ref)
+    med = ta.vmap(ta.vmap(lambda u, v: tnp.nanmean(tnp.where(u > 2.0, np.nan, u) * v)),
+                  in_axes=(0, None))(x, y)
+    ref = np.array([[np.nanmean(np.where(x[i, j] > 2.0, np.nan, x[i, j]) * y[j])
+                     for j in range(2)] for i in range(2)])
+    _same(med, ref)

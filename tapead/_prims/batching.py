@@ -447,12 +447,15 @@ def stacked_values(*xs):
         return None, [np.asarray(_core.concrete(x)) for x in xs]
     out = []
     for x in xs:
-        v = value_of(x)
-        if type(v) is Batched:
-            out.append(np.moveaxis(v.val, v.bdim, 0))
-        else:
-            v = np.asarray(v)
+        own = batched_in(x)
+        if own is None:
+            v = np.asarray(_core.concrete(x))
             out.append(np.broadcast_to(v, (trace.size,) + v.shape))
+        elif own is not trace:             # lanes of an outer vmap only: decide per lane
+            raise _core_read(own, "values under nested vmaps")
+        else:
+            v = value_of(x)
+            out.append(np.moveaxis(v.val, v.bdim, 0))
     return trace, out
 
 

@@ -197,9 +197,10 @@ def getitem(x, idx):
 
 def _gather_lanes(x, idx):
     """``x[idx]`` for a batched integer index (each lane its own, from argsort
-    or argmax under vmap): one gather on the stacked lanes.  A box of a tape
-    recorded inside the vmap cannot keep a batched index: vmap runs such code
-    per lane."""
+    or argmax under vmap): one gather on the stacked lanes.  A tape recorded
+    inside the vmap keeps the batched index as its node's parameter (the vmap
+    rule gathers, the VJP scatters each lane's cotangent); lanes of another
+    vmap make the function run per lane."""
     trace = idx.btrace
     i = batching.lane_indices(idx)
     if type(x) is _core.Batched and x.btrace is trace:
