@@ -6,7 +6,9 @@ For every row (float64, every input kind): lanes stacked along axis 0 and
 others shared); the result equals the Python loop of the function over the
 lanes to 1e-12 and, where JAX has the function, ``jax.vmap``.  The gradient
 through the batched rules (``grad`` of a function of ``vmap(f)``) equals the
-gradient of the loop.
+gradient of the loop, and so do a gradient, a JVP and a hessian taken inside
+vmap, whose rules run batched too (``per_lane_runs == 0``) except for the
+rows of ``DERIVATIVE_PER_LANE``.
 """
 import zlib
 
