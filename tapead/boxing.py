@@ -123,6 +123,8 @@ def normalize_argnums_checked(argnums, nargs):
 
 
 def zeros_like(x):
+    if type(x) is _core.Batched:      # one lane's zeros: every lane shares them
+        return np.zeros(_core.shape_of(x), dtype=np.result_type(_core.lanes_of(x)))
     if isinstance(x, Box):
         x = _core.primal_of(x)
         return zeros_like(x)

@@ -6,7 +6,9 @@ For every row (float64, every input kind): lanes stacked along axis 0 and
 others shared); the result equals the Python loop of the function over the
 lanes to 1e-12 and, where JAX has the function, ``jax.vmap``.  The gradient
 through the batched rules (``grad`` of a function of ``vmap(f)``) equals the
-gradient of the loop.
+gradient of the loop, and so do a gradient, a JVP and a hessian taken inside
+vmap, whose rules run batched too (``per_lane_runs == 0``) except for the
+rows of ``DERIVATIVE_PER_LANE``.
 """
 import zlib
 
@@ -22,31 +24,12 @@ from opspecs import F64, NO_JAX, SPECS, case_id, cases, ns
 CASES = cases(SPECS, dtypes=(F64,))
 RTOL = 1e-12
 
-#: rows that run lane by lane, on purpose: their primitive is declared
-#: PER_LANE (numpy's lstsq and scipy's triangular solve take one system), or
-#: the tapead function reads values to decide something (a domain check, a NaN
-#: mask, an argsort used as an index, a constant built from values), so vmap
-#: reruns it once per lane.  Every other row must run batched.
-PER_LANE_ROWS = {
-    "lstsq", "solve_triangular", "cho_solve",
-    # reads values (domain checks of the distributions, NaN masks, sorts used
-    # as indices, Python-level constants)
-    "argmax_gather", "argmin_gather", "argsort_gather", "average_axis0", "average_weights",
-    "average_weights_axis", "beta_cdf", "beta_logpdf", "beta_logsf", "beta_pdf", "chi2_cdf",
-    "chi2_logpdf", "chi2_pdf", "chi2_sf", "convolve", "convolve_same", "convolve_valid",
-    "diff_prepend_append", "dirichlet_logpdf", "dirichlet_pdf", "fmax", "fmin", "full_like",
-    "gamma_cdf", "gamma_logcdf", "gamma_logpdf", "gamma_logsf", "gamma_pdf", "gamma_sf",
-    "linspace", "linspace_open", "matrix_power", "mean_std_var_of_lists", "median",
-    "median_axis", "median_keepdims", "mvn_logpdf", "mvn_pdf", "nan_to_num", "nanmax",
-    "nanmean", "nanmean_no_nan", "nanmin", "nansum", "partition", "percentile_axes_tuple",
-    "percentile_axis0_keepdims", "percentile_q_array_axis", "percentile_scalar_q",
-    "percentile_traced_q", "poisson_cdf", "poisson_logpmf", "poisson_pmf", "polyval",
-    "quantile", "quantile_q_array_axis", "quantile_traced_q", "r_", "r_axis_c_", "sinc",
-}
+#: rows that run lane by lane, on purpose (none now; every row must run batched)
+PER_LANE_ROWS: set = set()
 
 
 def _per_lane_allowed(spec):
-    return spec.name in PER_LANE_ROWS or spec.name.startswith(("solve_triangular", "cho_solve"))
+    return spec.name in PER_LANE_ROWS
 
 
 def _seed(*parts):
@@ -175,13 +158,12 @@ def test_every_row_equals_jax_vmap(case):
     _close(out, np.asarray(ref), f"{spec.name}-{kind}")
 
 
-#: rows whose reverse sweep must run batched inside vmap (the others may read
-#: values in their VJP rules, e.g. a kink's side, and then run lane by lane)
-BATCHED_BACKWARD = {"add", "sub", "mul", "div", "sin", "cos", "tan", "exp", "log", "tanh",
-                    "sqrt", "sigmoid", "square", "matmul", "dot", "outer", "einsum",
-                    "sum", "sum_axis0", "transpose", "reshape", "concatenate_axis0",
-                    "stack", "getitem_mask", "where", "solve", "inv", "det", "cholesky",
-                    "abs", "relu", "maximum", "minimum", "clip"}
+#: rows whose gradient or JVP taken inside vmap still runs lane by lane (every
+#: other row's derivative rules run batched: ``per_lane_runs == 0``)
+DERIVATIVE_PER_LANE = {
+    # pow's derivative rule reads the exponent's value (its x == 0 convention)
+    "pow", "float_power",
+}
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -200,7 +182,7 @@ def test_a_gradient_taken_inside_vmap_runs_batched_and_equals_the_loop(case, mon
     inner = lambda *a: gfun(*a)                               # noqa: E731  (untagged)
     batching.reset_stats()
     out = ta.vmap(inner)(*args)
-    if spec.name in BATCHED_BACKWARD:
+    if spec.name not in DERIVATIVE_PER_LANE:
         assert batching.STATS["per_lane_runs"] == 0, spec.name
     for k in range(spec.arity):
         ref = np.stack([np.asarray(gfun(*lane)[k]) for lane in lanes])
@@ -237,3 +219,52 @@ def test_matmul_against_a_shared_operand_equals_the_loop(a_shape, b_shape, side,
     _close(g[1], gl[1], what + " d/dc")
     J = ta.vmap(ta.jacfwd(f), in_axes=(axis, None))(stacked, c)
     _close(J, np.stack([ta.jacfwd(f)(x, c) for x in xs]), what + " vmap(jacfwd)")
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_a_jvp_taken_inside_vmap_runs_batched_and_equals_the_loop(case):
+    """``vmap(lambda *a: jvp(f, a, t))``: the JVP rules run on the stacked
+    lanes (the tangents, one lane's shape, are shared by every lane)."""
+    spec, kind, shapes, _ = case
+    if 1 not in spec.orders:
+        pytest.skip("no derivative")
+    n = 3
+    lanes = _lanes(spec, shapes, n, _seed(spec.name, kind, "jvp"))
+    args, _ = _stacked(spec, shapes, lanes, n, 0, (True,) * spec.arity)
+    rng = np.random.default_rng(5)
+    tans = tuple(np.asarray(rng.normal(size=np.shape(a)), dtype=np.float64) for a in lanes[0])
+
+    def inner(*a):
+        return ta.jvp(lambda *b: tnp.real(spec.fn(*b)), a, tans)[1]
+    batching.reset_stats()
+    out = ta.vmap(inner)(*args)
+    if spec.name not in DERIVATIVE_PER_LANE:
+        assert batching.STATS["per_lane_runs"] == 0, spec.name
+    _close(out, np.stack([np.asarray(inner(*lane)) for lane in lanes]), f"{spec.name}-{kind}")
+
+
+#: one case per one-argument row with second derivatives
+HESSIAN_CASES = list({c[0].name: c for c in CASES[::-1]
+                      if c[0].arity == 1 and 2 in c[0].orders}.values())[::-1]
+
+
+@pytest.mark.parametrize("case", HESSIAN_CASES, ids=case_id)
+def test_a_hessian_taken_inside_vmap_runs_batched_and_equals_the_loop(case):
+    """``vmap(hessian(g))``: the second-order rules (the JVPs of the VJPs) run
+    on the stacked lanes too."""
+    spec, kind, shapes, _ = case
+    n = 2
+    lanes = _lanes(spec, shapes, n, _seed(spec.name, kind, "hessian"))
+    args, _ = _stacked(spec, shapes, lanes, n, 0, (True,))
+    w = np.random.default_rng(6).normal(size=np.shape(spec.fn(*lanes[0])))
+    h = ta.hessian(lambda x: tnp.sum(tnp.real(spec.fn(x)) * w))
+    batching.reset_stats()
+    out = ta.vmap(h)(*args)
+    if spec.name not in DERIVATIVE_PER_LANE:
+        assert batching.STATS["per_lane_runs"] == 0, spec.name
+    _close(out, np.stack([np.asarray(h(*lane)) for lane in lanes]), f"{spec.name}-{kind}")
+
+
+def test_the_per_lane_lists_name_rows_of_the_table():
+    names = {spec.name for spec in SPECS}
+    assert PER_LANE_ROWS <= names and DERIVATIVE_PER_LANE <= names

@@ -316,3 +316,156 @@ def batch_compare(x, y, code: int):
     new = [a if d is None else padded(a, d, rank) for a, d in zip(vals, bdims)]
     out = _core.compare_values(new[0], new[1], code)
     return trace.box(np.asarray(out) if not isinstance(out, Box) else out, 0)
+
+
+# ---------------------------------------------------------------------------
+# values read by compositions, kept batched
+# ---------------------------------------------------------------------------
+
+def batched_below(x, trace):
+    """``x`` with the tape and dual levels above ``trace``'s box stripped, or
+    None when ``x`` is no box of ``trace`` under such levels."""
+    while type(x) is _core.Tracer or type(x) is _core.Dual:
+        x = _core.primal_of(x)
+    if type(x) is Batched and x.btrace is trace:
+        return x
+    return None
+
+
+def guarded_values(fn, x, what: str):
+    """``fn`` (numpy, elementwise, no derivative: ``np.isnan``...) of the value
+    of ``x``, recorded as a guard on every tape that holds that value (a replay
+    re-checks it, ``GuardFlippedError`` if it changed).
+
+    Under vmap the result is batched: the lanes' values are read together (no
+    lane on its own) and the guard is recorded on the tapes outside the vmap,
+    whose nodes hold the stacked lanes.  A tape started inside the vmap (a
+    ``grad`` taken per lane) evaluates eagerly and records no guard.
+    """
+    def of(v):
+        return fn(np.asarray(_core.concrete(v)))
+    trace = batched_in(x)
+    if trace is None:
+        res = of(x)
+        _core.guard_value(x, of, res, what)
+        return res
+    b = batched_below(x, trace)
+    if b is None or batched_in(b.val) is not None:
+        raise _core_read(trace, what)
+    res = of(b.val)
+    _core.guard_value(b.val, of, res, what)
+    return trace.box(np.asarray(res), b.bdim)
+
+
+def reduce_values(npfunc, x, axis=None, keepdims=False):
+    """``npfunc(x, axis=axis, keepdims=keepdims)`` (``np.any``, ``np.all``,
+    ``np.sum``: no derivative) of a value such as a mask from
+    :func:`guarded_values`, batched when ``x`` is: each lane reduced along
+    its own axes."""
+    if type(x) is not Batched:
+        return npfunc(_core.concrete(x), axis=axis, keepdims=keepdims)
+    if batched_in(x.val) is not None:
+        raise _core_read(x.btrace, "a value under nested vmaps")
+    v = np.moveaxis(np.asarray(_core.concrete(x.val)), x.bdim, 0)
+    out = npfunc(v, axis=shift_axis(axis, v.ndim - 1), keepdims=keepdims)
+    return x.btrace.box(np.asarray(out), 0)
+
+
+def value_of(x):
+    """The value of ``x`` without any derivative: the plain value, or under
+    vmap the lanes' values, batched (for a condition or a mask computed from
+    values); a ``BatchConcreteRead`` under nested vmaps."""
+    trace = batched_in(x)
+    if trace is None:
+        return _core.concrete(x)
+    b = batched_below(x, trace)
+    if b is None or batched_in(b.val) is not None:
+        raise _core_read(trace, "a value under nested vmaps")
+    if type(b.val) is np.ndarray:
+        return b
+    return trace.box(np.asarray(_core.concrete(b.val)), b.bdim)
+
+
+def any_value(fn, *xs) -> object:
+    """Whether ``fn`` (numpy, elementwise) of the values of ``xs`` holds
+    anywhere: a bool, batched under vmap (for checks such as a domain check,
+    ``if batching.any_value(lambda v: v < 0, x): raise ...``: lanes that
+    agree cost nothing, lanes that disagree split the batch)."""
+    trace = batched_in(*xs)
+    if trace is None:
+        return bool(np.any(fn(*[_core.concrete(x) for x in xs])))
+    return reduce_values(np.any, elementwise_values(fn, *[value_of(x) for x in xs]))
+
+
+def guarded_lanes(fn, x, what: str):
+    """``fn`` (numpy, of one lane's value: an argsort, an argmax...) of the
+    value of ``x``, guarded like :func:`guarded_values`.  Under vmap, ``fn``
+    runs on each lane's value (a numpy loop, not a rerun of the function)
+    and the results come back batched (lanes in front), e.g. integer indices
+    for a batched gather."""
+    def of(v):
+        return fn(np.asarray(_core.concrete(v)))
+    trace = batched_in(x)
+    if trace is None:
+        res = of(x)
+        _core.guard_value(x, of, res, what)
+        return res
+    b = batched_below(x, trace)
+    if b is None or batched_in(b.val) is not None:
+        raise _core_read(trace, what)
+    bdim = b.bdim
+
+    def stacked(v):
+        lanes = np.moveaxis(np.asarray(_core.concrete(v)), bdim, 0)
+        if lanes.shape[0] == 0:                    # no lanes: the shape of one result
+            one = np.asarray(fn(np.zeros(lanes.shape[1:], lanes.dtype)))
+            return np.zeros((0,) + one.shape, one.dtype)
+        return np.stack([np.asarray(fn(lane)) for lane in lanes])
+    res = stacked(b.val)
+    _core.guard_value(b.val, stacked, res, what)
+    return trace.box(res, 0)
+
+
+def lane_indices(idx):
+    """The stacked integer values (lanes in front) of a batched index from
+    :func:`guarded_lanes`, or a ``BatchConcreteRead`` for any other box."""
+    v = idx.val
+    if type(v) is not np.ndarray or v.dtype.kind not in "iu":
+        raise _core_read(idx.btrace, "an index")
+    return np.moveaxis(v, idx.bdim, 0)
+
+
+def stacked_values(*xs):
+    """``(trace, values)``: the values of ``xs`` without derivative as numpy
+    arrays, for rules that compute a constant from several values along
+    axes (tie weights of max, zero counts of prod).  Outside vmap ``trace``
+    is None and the values are the plain ones; under vmap every value has the
+    lanes in front (shared ones broadcast to every lane), so a lane axis
+    ``k`` is axis ``k + 1``; box the result with ``trace.box(result, 0)``."""
+    trace = batched_in(*xs)
+    if trace is None:
+        return None, [np.asarray(_core.concrete(x)) for x in xs]
+    out = []
+    for x in xs:
+        own = batched_in(x)
+        if own is None:
+            v = np.asarray(_core.concrete(x))
+            out.append(np.broadcast_to(v, (trace.size,) + v.shape))
+        elif own is not trace:             # lanes of an outer vmap only: decide per lane
+            raise _core_read(own, "values under nested vmaps")
+        else:
+            v = value_of(x)
+            out.append(np.moveaxis(v.val, v.bdim, 0))
+    return trace, out
+
+
+def lanes_constant(fn, x):
+    """:func:`lanes_apply` through the tapes above the batched value (a rule
+    or a composition running under a tape recorded inside vmap)."""
+    trace = batched_in(x)
+    if trace is None:
+        return fn(_core.concrete(x))
+    b = batched_below(x, trace)
+    if b is None:
+        raise _core_read(trace, "a value under nested vmaps")
+    return lanes_apply(fn, b)

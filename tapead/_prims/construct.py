@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Box, concrete, lanes_of, pack_scalars
+from tapead._core import Box, lanes_of, pack_scalars, shape_of
 from tapead._prims.elementwise import astype
 from tapead._prims.shape import reshape, stack
 
@@ -68,7 +68,7 @@ def _build(obj, dtype):
         if packed is not None:
             return packed
     leaves, outer = _leaves(obj)
-    shapes = {np.shape(concrete(x)) for x in leaves}
+    shapes = {shape_of(x) for x in leaves}
     if len(shapes) != 1:
         raise ValueError(f"tnp.array: the entries have different shapes {sorted(shapes)}; "
                          "numpy needs equal shapes to build an array")

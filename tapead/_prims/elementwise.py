@@ -174,8 +174,8 @@ cos_given_sin_p.complex_ok = sin_given_cos_p.complex_ok = True
 def _abs_slope(x, ans):
     if not is_complex(x):
         return batching.elementwise_values(np.sign, x)
-    zero = concrete(ans) == 0
-    if np.any(zero):
+    zero = batching.elementwise_values(lambda v: np.asarray(v) == 0, batching.value_of(ans))
+    if batching.reduce_values(np.any, zero):
         return where(zero, 0.0, conjugate(x) / where(zero, 1.0, ans))
     return conjugate(x) / ans
 
@@ -314,10 +314,8 @@ where_p.complex_ok = True
 
 def where(cond, x, y):
     """``np.where(cond, x, y)`` with derivatives through ``x`` and ``y``."""
-    cond = concrete(cond)
-    if isinstance(x, Box) or isinstance(y, Box):
-        if isinstance(cond, Box):
-            cond = concrete(cond)
+    cond = batching.value_of(cond)           # batched under vmap: the lanes' conditions
+    if isinstance(x, Box) or isinstance(y, Box) or isinstance(cond, Box):
         return _core.bind(where_p, cond, x, y)
     return np.where(cond, x, y)
 
@@ -331,12 +329,17 @@ logaddexp = _binary("logaddexp", np.logaddexp, lambda x, y, a: exp(x - a),
 logaddexp_p = logaddexp.prim
 
 
+def _isnan_values(x):
+    """Where the value of ``x`` is NaN (no derivative; batched under vmap)."""
+    return batching.elementwise_values(np.isnan, batching.value_of(x))
+
+
 def fmax(x, y):
     """``np.fmax``: ``maximum`` that ignores NaNs (same tie convention: 0.5 each)."""
     if not (isinstance(x, Box) or isinstance(y, Box)):
         return np.fmax(x, y)
-    xn, yn = np.isnan(concrete(x)), np.isnan(concrete(y))
-    if not (np.any(xn) or np.any(yn)):
+    xn, yn = _isnan_values(x), _isnan_values(y)
+    if not (batching.reduce_values(np.any, xn) or batching.reduce_values(np.any, yn)):
         return maximum(x, y)
     return where(yn, x, where(xn, y, maximum(x, y)))
 
@@ -345,8 +348,8 @@ def fmin(x, y):
     """``np.fmin``: ``minimum`` that ignores NaNs (same tie convention: 0.5 each)."""
     if not (isinstance(x, Box) or isinstance(y, Box)):
         return np.fmin(x, y)
-    xn, yn = np.isnan(concrete(x)), np.isnan(concrete(y))
-    if not (np.any(xn) or np.any(yn)):
+    xn, yn = _isnan_values(x), _isnan_values(y)
+    if not (batching.reduce_values(np.any, xn) or batching.reduce_values(np.any, yn)):
         return minimum(x, y)
     return where(yn, x, where(xn, y, minimum(x, y)))
 

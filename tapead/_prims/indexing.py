@@ -30,6 +30,7 @@ from tapead._core import Box, Scatter, bind
 from tapead import patterns
 from tapead._prims.base import Primitive
 from tapead._prims import batching
+from tapead.errors import BatchConcreteRead
 from tapead._prims.structural import broadcast_to, concatenate, reshape, stack, unbroadcast
 
 
@@ -97,10 +98,18 @@ def _k_first(t):
 
 
 # getitem -------------------------------------------------------------------------
-getitem_p = Primitive("getitem", lambda x, idx: x[idx], saves=(), linear=True)
+def _getitem_impl(x, idx):
+    if type(idx) is _core.Batched:       # a plain tangent gathered by each lane's index
+        return _gather_lanes(x, idx)
+    return x[idx]
+
+
+getitem_p = Primitive("getitem", _getitem_impl, saves=(), linear=True)
 
 
 def _getitem_vjp(g, ans, x, idx):
+    if type(idx) is _core.Batched:       # each lane its own index (under vmap)
+        return _scatter_lanes(g, idx, _core.shape_of(x), _dtype(x))
     # the sweep adds it in place (plain g) or collects it (traced g, see
     # add_scatters); only the tape's sweep reads Scatters
     return Scatter(g, idx, np.shape(x), x.dtype)
@@ -161,6 +170,9 @@ def _getitem_vmap(args, bdims, idx):
     """Lanes in front behind basic indices; else lanes last, where advanced
     indices (which numpy may move to the front) never reach them."""
     x, d = args[0], bdims[0]
+    if type(idx) is _core.Batched:       # a tape's gather by each lane's own index
+        i = batching.lane_indices(idx)
+        return getitem(batching.to_front(x, d), (_lane_column(i), i)), 0
     lead = _after_k(idx)
     if lead is not None:
         return getitem(batching.to_front(x, d), lead), 0
@@ -175,10 +187,51 @@ getitem_p.defsparsity(patterns.MOVE)
 
 def getitem(x, idx):
     """``x[idx]`` with derivatives (slices, integers, integer arrays, masks)."""
+    if type(idx) is _core.Batched:
+        return _gather_lanes(x, idx)
     idx = _index_key(idx)
     if isinstance(x, Box):
         return bind(getitem_p, x, idx=idx)
     return np.asarray(x)[idx] if isinstance(x, (int, float)) else x[idx]
+
+
+def _gather_lanes(x, idx):
+    """``x[idx]`` for a batched integer index (each lane its own, from argsort
+    or argmax under vmap): one gather on the stacked lanes.  A tape recorded
+    inside the vmap keeps the batched index as its node's parameter (the vmap
+    rule gathers, the VJP scatters each lane's cotangent); lanes of another
+    vmap make the function run per lane."""
+    trace = idx.btrace
+    i = batching.lane_indices(idx)
+    if type(x) is _core.Batched and x.btrace is trace:
+        return trace.box(getitem(batching.to_front(x.val, x.bdim), (_lane_column(i), i)), 0)
+    if batching.batched_in(x) is None:                 # shared by every lane
+        return trace.box(getitem(x, i), 0)
+    if batching.batched_below(x, trace) is not None:   # a tape's box of this vmap's lanes
+        return bind(getitem_p, x, idx=idx)
+    raise BatchConcreteRead(trace, "an index")
+
+
+def _lane_column(i):
+    """The lane numbers, shaped to pair with the stacked indices ``i``."""
+    n = i.shape[0]
+    return np.arange(n).reshape((n,) + (1,) * (i.ndim - 1))
+
+
+def _scatter_lanes(g, idx, shape, dtype):
+    """The VJP of a gather by a batched index: each lane's cotangent added at
+    its own indices, zeros of one lane's ``shape`` elsewhere (batched)."""
+    trace = idx.btrace
+    i = batching.lane_indices(idx)
+    n = i.shape[0]
+    if type(g) is _core.Batched and g.btrace is trace:
+        gl = batching.to_front(g.val, g.bdim)
+    elif batching.batched_in(g) is None:               # the same cotangent in every lane
+        gl = batching.with_lanes(g, n)
+    else:
+        raise BatchConcreteRead(trace, "an index")
+    out = index_add_zeros(gl, (_lane_column(i), i), (n,) + tuple(shape), dtype)
+    return trace.box(out, 0)
 
 
 # index_add_zeros: the transpose of getitem -----------------------------------------

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from tapead import _core, patterns
-from tapead._core import Box, bind, concrete, ndim_of
+from tapead._core import Box, bind, ndim_of
 from tapead._prims import batching
-from tapead._prims.base import PER_LANE, Primitive
+from tapead._prims.base import Primitive
 from tapead._prims.contract import _dtype_of, dot_nd, einsum
 from tapead.errors import ShapeError
 from tapead._prims.elementwise import unbroadcast
@@ -543,18 +543,37 @@ def pinv(a, rcond=None, hermitian=False, **kwargs):
     return bind(pinv_p, a, rcond=rcond, hermitian=hermitian, **kwargs)
 
 
+def _lstsq_systems(a, b, rcond):
+    """numpy's lstsq of each system of the stacks ``a`` (..., m, n) and ``b``
+    (..., m, k) (numpy's lstsq takes one system): [(x, residuals, rank, s)]
+    in the order of the broadcast leading axes, and their shape."""
+    a, b = np.asarray(a), np.asarray(b)
+    lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, lead + a.shape[-2:])
+    b = np.broadcast_to(b, lead + b.shape[-2:])
+    return [np.linalg.lstsq(a[i], b[i], rcond=rcond) for i in np.ndindex(lead)], lead
+
+
 def _lstsq_impl(a, b, rcond=None):
-    return np.linalg.lstsq(a, b, rcond=rcond)[0]
+    if np.ndim(a) == 2 and np.ndim(b) == 2:
+        return np.linalg.lstsq(a, b, rcond=rcond)[0]
+    systems, lead = _lstsq_systems(a, b, rcond)
+    if not systems:                           # no system: the shape and dtype of one
+        x = np.linalg.lstsq(np.zeros(np.shape(a)[-2:], np.result_type(a)),
+                            np.zeros(np.shape(b)[-2:], np.result_type(b)), rcond=rcond)[0]
+        return np.zeros(lead + x.shape, x.dtype)
+    return np.stack([r[0] for r in systems]).reshape(lead + systems[0][0].shape)
 
 
 lstsq_p = Primitive("lstsq", _lstsq_impl, saves=(0, 1))
 lstsq_p.defjvp(lambda t, ans, a, b, rcond=None: matmul(_pinv_jvp_of(t, a, pinv(a, rcond)), b),
                lambda t, ans, a, b, rcond=None: matmul(pinv(a, rcond), t))
-lstsq_p.defvjp(lambda g, ans, a, b, rcond=None: _pinv_vjp_of(matmul(g, _mT(b)), a,
-                                                             pinv(a, rcond)),
-               lambda g, ans, a, b, rcond=None: matmul(_mT(pinv(a, rcond)), g))
-_batched_jvps(lstsq_p)                   # pinv(a) once for K directions
-lstsq_p.defvmap(PER_LANE)              # numpy's lstsq takes one system
+lstsq_p.defvjp(lambda g, ans, a, b, rcond=None: _unbroadcast(
+                   a, _pinv_vjp_of(matmul(g, _mT(b)), a, pinv(a, rcond))),
+               lambda g, ans, a, b, rcond=None: _unbroadcast(b, matmul(_mT(pinv(a, rcond)), g)))
+_batched_jvps(lstsq_p, align=True)       # pinv(a) once for K directions
+# stacks of systems (under vmap) are solved one by one, as numpy solves one
+lstsq_p.defvmap(batching.leading_rule(lstsq_p, (2, 2)))
 lstsq_p.defsparsity(patterns.DENSE, reason="x = pinv(A) b: every entry of x depends on "
                     "every entry of A and b")
 
@@ -587,7 +606,14 @@ def lstsq(a, b, rcond=None):
     vector = len(sb) == 1
     b2 = reshape(b, (m, 1)) if vector else b
     x = bind(lstsq_p, a, b2, rcond=rcond)
-    _, _, rank, s = np.linalg.lstsq(concrete(a), concrete(b), rcond=rcond)
+    trace, (av, bv) = batching.stacked_values(a, b)
+    if trace is None:
+        _, _, rank, s = np.linalg.lstsq(av, bv, rcond=rcond)
+    else:                                     # every lane's rank and singular values
+        systems, _ = _lstsq_systems(av, bv[..., None] if vector else bv, rcond)
+        rank = trace.box(np.array([r[2] for r in systems], dtype=np.intp), 0)
+        s = trace.box(np.stack([r[3] for r in systems]) if systems else
+                      np.zeros((0, min(m, n)), np.result_type(av)), 0)
     if rank == n and m > n:
         r = b2 - matmul(a, x)
         res = _sum(r * r, axis=0)

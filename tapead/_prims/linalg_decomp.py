@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete
+from tapead._core import Box, bind
 from tapead import patterns
 from tapead._prims.base import Primitive
 from tapead._prims import batching
@@ -127,9 +127,10 @@ def _eigh_impl(a, UPLO="L"):
 
 
 def _check_spectrum(w):
-    """Raise at a repeated eigenvalue, warn at a nearly repeated one."""
-    w = np.asarray(concrete(w))
-    if w.shape[-1] < 2:
+    """Raise at a repeated eigenvalue, warn at a nearly repeated one (under
+    vmap: in any lane)."""
+    _, (w,) = batching.stacked_values(w)
+    if w.shape[-1] < 2 or w.size == 0:
         return
     eps = np.finfo(w.dtype if np.issubdtype(w.dtype, np.floating) else np.float64).eps
     scale = np.maximum(np.max(np.abs(w), axis=-1, keepdims=True), np.finfo(np.float64).tiny)

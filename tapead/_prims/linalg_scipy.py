@@ -14,7 +14,7 @@ import scipy.linalg
 
 from tapead._core import bind, concrete, is_complex
 from tapead._prims import batching
-from tapead._prims.base import PER_LANE, Primitive
+from tapead._prims.base import Primitive
 from tapead._prims.contract import _dtype_of
 from tapead._prims.linalg import _any_box, _mT, _square, _unbroadcast, matmul
 from tapead._prims.linalg_decomp import _leading_axis_jvps, cholesky
@@ -70,7 +70,9 @@ def _st_vjp_a(g, x, a, b, trans=0, lower=False, unit_diagonal=False):
 
 
 solve_triangular_p = Primitive("solve_triangular", _st_impl, saves=(0,))
-solve_triangular_p.defvmap(PER_LANE)   # scipy's solve takes one system
+# scipy (>= 1.15) solves a stack of systems, each as on its own (the same
+# numbers): lanes in front, over the leading axes
+solve_triangular_p.defvmap(batching.leading_rule(solve_triangular_p, (2, 2)))
 solve_triangular_p.defjvp(
     _st_jvp_a,
     lambda t, x, a, b, trans=0, lower=False, unit_diagonal=False:

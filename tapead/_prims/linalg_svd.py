@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete, is_complex
+from tapead._core import Box, bind, is_complex
 from tapead._prims.base import Primitive
 from tapead._prims import batching
 from tapead._prims.contract import _dtype_of, einsum
@@ -41,8 +41,10 @@ def _svd_parts(p, m):
 
 def _check_singular_values(s, gaps: bool):
     """Raise at a zero singular value (always) or at a repeated one (``gaps``);
-    warn when one of them is nearly so."""
-    s = np.asarray(concrete(s))
+    warn when one of them is nearly so (under vmap: in any lane)."""
+    _, (s,) = batching.stacked_values(s)
+    if s.size == 0:
+        return
     eps = float(np.finfo(s.dtype if np.issubdtype(s.dtype, np.floating) else np.float64).eps)
     top = np.maximum(np.max(s, axis=-1, keepdims=True), np.finfo(np.float64).tiny)
     rel = s / top

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete
+from tapead._core import Box, bind
 from tapead import patterns
 from tapead._prims import batching
 from tapead._prims.base import Primitive, defzero
@@ -78,7 +78,8 @@ around = round
 
 # heaviside(x, h0): zero derivative in x; h0 where x == 0 (as JAX's where-based rule)
 def _at_zero(x):
-    return concrete(x) == 0
+    """Where ``x``'s value is 0 (a constant; batched under vmap)."""
+    return batching.elementwise_values(lambda v: np.asarray(v) == 0, batching.value_of(x))
 
 
 heaviside_p = Primitive("heaviside", np.heaviside, saves=(0,))

@@ -107,15 +107,18 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
 
 # max, min: the cotangent goes to the maximisers, split evenly among ties ---------
 def _tie_weights(x, ans, axis, keepdims):
-    """Constant weights: 1/k on each of the k elements equal to the extremum."""
-    xc = np.asarray(concrete(x))
-    ac = np.asarray(concrete(ans))
-    axes = _norm_axis(axis, xc.ndim)
+    """Constant weights: 1/k on each of the k elements equal to the extremum
+    (batched under vmap: the lanes in front, the axes one further)."""
+    trace, (xc, ac) = batching.stacked_values(x, ans)
+    lead = trace is not None
+    axes = _norm_axis(axis, xc.ndim - lead)
+    axes = tuple(a + lead for a in axes)
     if not keepdims:
         ac = np.expand_dims(ac, axes)
     hit = xc == ac
     count = np.maximum(np.sum(hit, axis=axes, keepdims=True), 1)
-    return _as_const(hit / count, x)
+    w = _as_const(hit / count, x)
+    return trace.box(w, 0) if lead else w
 
 
 def _extremum(name, npfunc):
@@ -193,11 +196,11 @@ def _prod_partials(x, ans, axis, keepdims):
     """d prod(x) / dx, shaped like x, written with tapead operations."""
     shape = np.shape(x)
     axes = _norm_axis(axis, len(shape))
-    zero = np.asarray(concrete(x)) == 0
-    if not zero.any():
+    zero = batching.elementwise_values(lambda v: np.asarray(v) == 0, batching.value_of(x))
+    if not batching.reduce_values(np.any, zero):
         return _expand_back(ans, shape, axes, keepdims) / x
-    nzero = np.sum(zero, axis=axes, keepdims=True)
-    if nzero.max() <= 1:
+    nzero = batching.reduce_values(np.sum, zero, axis=axes, keepdims=True)
+    if batching.reduce_values(lambda v, **kw: np.max(v, **kw) <= 1, nzero):
         # z: x with its zero replaced by 1 (no zeros); u: x's zero, 1 elsewhere.
         # prod(x) = prod(z) prod(u); d/dx_k at the zero is prod(z); elsewhere
         # prod(z) prod(u) / z_j.  Both are identities near x, so exact at every order.
@@ -291,8 +294,12 @@ def _cumprod_jacobian(x, axis):
     return where(tril, jac, 0.0), perm
 
 
+def _has_zero(x):
+    return batching.any_value(lambda v: np.asarray(v) == 0, x)
+
+
 def _cumprod_vjp(g, ans, x, axis):
-    if not (np.asarray(concrete(x)) == 0).any():
+    if not _has_zero(x):
         return _rev_cumsum(g * ans, axis) / x
     jac, perm = _cumprod_jacobian(x, axis)
     gm, _ = _to_last(g, (axis,))
@@ -301,7 +308,7 @@ def _cumprod_vjp(g, ans, x, axis):
 
 
 def _cumprod_jvp(t, ans, x, axis):
-    if not (np.asarray(concrete(x)) == 0).any():
+    if not _has_zero(x):
         return ans * cumsum(t / x, axis)
     jac, perm = _cumprod_jacobian(x, axis)
     tm, _ = _to_last(t, (axis,))
@@ -387,7 +394,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
         ac = np.broadcast_to(np.asarray(ac), shape)
         m = np.max(ac, axis=axes, keepdims=True) if ac.size else np.zeros((1,) * ac.ndim)
         return _as_const(np.where(np.isfinite(m), m, 0), a)
-    m = batching.lanes_apply(shift, a)
+    m = batching.lanes_constant(shift, a)
     e = exp(a - m)
     if b is not None:
         e = b * e

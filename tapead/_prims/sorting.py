@@ -17,22 +17,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete, guard_value
+from tapead._core import Batched, Box, bind, concrete, guard_value
 from tapead import patterns
 from tapead._prims.base import Primitive
 from tapead._prims import batching
 from tapead._prims.shape import reshape
+from tapead.errors import BatchConcreteRead
 
 
 def _inverse(perm, axis):
-    """The inverse of a permutation along ``axis`` (same shape)."""
+    """The inverse of a permutation along ``axis`` (same shape; batched for a
+    batched one)."""
+    if type(perm) is Batched:
+        return perm.btrace.box(np.argsort(batching.lane_indices(perm), axis=axis + 1), 0)
     return np.argsort(perm, axis=axis)
 
 
 # permute: take_along_axis with a permutation (linear; its transpose is the inverse)
-permute_p = Primitive("permute_along_axis",
-                      lambda x, perm, axis: np.take_along_axis(x, perm, axis=axis),
-                      saves=(), linear=True)
+def _permute_impl(x, perm, axis):
+    if type(perm) is Batched:            # a plain tangent, each lane's permutation
+        return _permute_batched(x, perm, axis)
+    return np.take_along_axis(x, perm, axis=axis)
+
+
+permute_p = Primitive("permute_along_axis", _permute_impl, saves=(), linear=True)
 permute_p.defvjp(lambda g, ans, x, perm, axis: permute(g, _inverse(perm, axis), axis))
 # permute(), not np.take_along_axis: the tangents may be traced (third order)
 permute_p.defbatched(lambda tans, ans, vals, params, K: permute(
@@ -42,21 +50,47 @@ permute_p.defvmap(lambda args, bdims, perm, axis: _permute_lanes(
 
 
 def _permute_lanes(x, perm, axis):
+    if type(perm) is Batched:                 # each lane its own permutation
+        return permute(x, batching.lane_indices(perm), axis + 1), 0
     return permute(x, np.broadcast_to(perm[None], np.shape(x)), axis + 1), 0
 permute_p.defsparsity(patterns.MOVE)         # perm is a constant parameter
 
 
 def permute(x, perm, axis):
     """``np.take_along_axis(x, perm, axis)`` for a permutation ``perm``, differentiable."""
+    if type(perm) is Batched:
+        return _permute_batched(x, perm, axis)
     if isinstance(x, Box):
         return bind(permute_p, x, perm=perm, axis=axis)
     return np.take_along_axis(x, perm, axis=axis)
 
 
+def _permute_batched(x, perm, axis):
+    """``permute`` by a batched permutation (each lane its own, under vmap):
+    one ``permute`` of the stacked lanes.  A tape recorded inside the vmap
+    keeps the batched permutation as its parameter (its rules permute the
+    lanes of the cotangents the same way)."""
+    trace = perm.btrace
+    p = batching.lane_indices(perm)
+    if type(x) is Batched and x.btrace is trace:
+        return trace.box(permute(batching.to_front(x.val, x.bdim), p, axis + 1), 0)
+    if batching.batched_in(x) is None:                 # shared by every lane
+        return trace.box(permute(batching.with_lanes(x, p.shape[0]), p, axis + 1), 0)
+    if batching.batched_below(x, trace) is not None:  # a tape's box of this vmap's lanes
+        return bind(permute_p, x, perm=perm, axis=axis)
+    raise BatchConcreteRead(trace, "a permutation")
+
+
 # sort: the permutation is recomputed from the saved input (so a replayed tape
 # sorts its new values), and applied to tangents and cotangents
 def _perm(x, axis):
-    return np.argsort(np.asarray(concrete(x)), axis=axis, kind="stable")
+    """The stable sorting permutation of ``x``'s value along ``axis`` (batched
+    under vmap: every lane's, by one argsort of the stacked lanes)."""
+    v = batching.value_of(x)
+    if type(v) is Batched:
+        return v.btrace.box(np.argsort(batching.to_front(v.val, v.bdim), axis=axis + 1,
+                                       kind="stable"), 0)
+    return np.argsort(np.asarray(v), axis=axis, kind="stable")
 
 
 sort_p = Primitive("sort", lambda x, axis: np.sort(x, axis=axis, kind="stable"), saves=(0,))
@@ -86,28 +120,33 @@ def sort(a, axis=-1, kind=None, order=None, **kw):
 
 
 def argsort(a, axis=-1, kind=None, order=None, **kw):
-    """``np.argsort`` of the concrete values: a plain integer array (no derivative)."""
+    """``np.argsort`` of the concrete values: a plain integer array (no
+    derivative; under vmap the lanes' argsorts, batched)."""
     _check_order("argsort", order)
-    out = np.argsort(np.asarray(concrete(a)), axis=axis, kind=kind, **kw)
-    guard_value(a, lambda v: np.argsort(np.asarray(concrete(v)), axis=axis, kind=kind, **kw),
-                out, "an argsort")
-    return out
+    return batching.guarded_lanes(lambda v: np.argsort(v, axis=axis, kind=kind, **kw), a,
+                                  "an argsort")
 
 
 def argmax(a, axis=None, out=None, **kw):
-    """``np.argmax`` of the concrete values: plain integers (no derivative)."""
-    res = np.argmax(np.asarray(concrete(a)), axis=axis, out=out, **kw)
-    guard_value(a, lambda v: np.argmax(np.asarray(concrete(v)), axis=axis, **kw), res,
-                "an argmax")
-    return res
+    """``np.argmax`` of the concrete values: plain integers (no derivative;
+    under vmap the lanes' indices, batched)."""
+    if out is not None:
+        res = np.argmax(np.asarray(concrete(a)), axis=axis, out=out, **kw)
+        guard_value(a, lambda v: np.argmax(np.asarray(concrete(v)), axis=axis, **kw), res,
+                    "an argmax")
+        return res
+    return batching.guarded_lanes(lambda v: np.argmax(v, axis=axis, **kw), a, "an argmax")
 
 
 def argmin(a, axis=None, out=None, **kw):
-    """``np.argmin`` of the concrete values: plain integers (no derivative)."""
-    res = np.argmin(np.asarray(concrete(a)), axis=axis, out=out, **kw)
-    guard_value(a, lambda v: np.argmin(np.asarray(concrete(v)), axis=axis, **kw), res,
-                "an argmin")
-    return res
+    """``np.argmin`` of the concrete values: plain integers (no derivative;
+    under vmap the lanes' indices, batched)."""
+    if out is not None:
+        res = np.argmin(np.asarray(concrete(a)), axis=axis, out=out, **kw)
+        guard_value(a, lambda v: np.argmin(np.asarray(concrete(v)), axis=axis, **kw), res,
+                    "an argmin")
+        return res
+    return batching.guarded_lanes(lambda v: np.argmin(v, axis=axis, **kw), a, "an argmin")
 
 
 def _sort_method(x, *args, **kw):

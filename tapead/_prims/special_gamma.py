@@ -20,9 +20,9 @@ import math
 import numpy as np
 import scipy.special as sps
 
-from tapead._core import Box, bind, concrete
+from tapead._core import Box, bind
 from tapead._prims import elementwise as ew
-from tapead._prims import beta_kernel, gamma_kernel
+from tapead._prims import batching, beta_kernel, gamma_kernel
 from tapead._prims.base import Primitive, defelementwise, defzero
 from tapead._prims.elementwise import exp, unbroadcast
 from tapead._prims.special import (digamma, gammaln, keep_float_dtype, polygamma, xlog1py,
@@ -119,7 +119,7 @@ def _weak(c):
 def _rgamma_d(x, a):
     """1/Gamma' = -digamma / Gamma: 0 * inf at the poles of Gamma (0, -1, ...),
     where the derivative is (-1)^n n!; tapead refuses there rather than give NaN."""
-    xc = np.asarray(concrete(x))
+    _, (xc,) = batching.stacked_values(x)           # under vmap: every lane's
     if np.any((xc <= 0) & (xc == np.floor(xc))):
         raise NonDifferentiableError(
             "scipy.special.rgamma: tapead has no derivative rule at 0, -1, -2, ... (the "
@@ -177,7 +177,7 @@ def gammainc_da(a, x, order=1):
             f"scipy.special.gammainc/gammaincc: tapead differentiates them at most "
             f"{gamma_kernel.MAX_ORDER} times in 'a' (this asks for derivative {order} in "
             "a); pass a as a constant, or wrap the call in ta.custom_jvp")
-    ac = np.asarray(concrete(a))
+    _, (ac,) = batching.stacked_values(a)           # under vmap: every lane's
     if np.any(ac <= 0):
         raise NonDifferentiableError(
             "scipy.special.gammainc/gammaincc: no derivative in 'a' at a <= 0 (the "
@@ -241,7 +241,7 @@ def betainc_dab(a, b, x, na, nb):
             f"{na} in a and {nb} in b); pass a and b as constants, or wrap the call in "
             "ta.custom_jvp")
     for name, v in (("a", a), ("b", b)):
-        vc = np.asarray(concrete(v))
+        _, (vc,) = batching.stacked_values(v)       # under vmap: every lane's
         if np.any(vc <= 0):
             raise NonDifferentiableError(
                 f"scipy.special.betainc: no derivative in {name!r} at {name} <= 0 (the "

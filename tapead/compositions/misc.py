@@ -23,7 +23,8 @@ import math
 
 import numpy as np
 
-from tapead._core import Box, concrete, guard_value, shape_of
+from tapead._core import Box, concrete, guard_value, lanes_of, shape_of
+from tapead._prims import batching
 from tapead._prims.piecewise import (  # noqa: F401  (re-exported)
     _copysign_one, around, ceil, fix, floor, heaviside, rint, round, trunc)
 from tapead._prims.elementwise import absolute, sin, where
@@ -45,6 +46,14 @@ def _plain(x):
     return concrete(x) if isinstance(x, Box) else x
 
 
+def _like(x):
+    """A stand-in for a box's value that has its shape and dtype (zeros; under
+    vmap one lane's shape, so no lane is read); ``x`` itself if no box."""
+    if not isinstance(x, Box):
+        return x
+    return np.zeros(shape_of(x), dtype=np.result_type(lanes_of(x)))
+
+
 def _arr(x):
     """A box as it is; anything else (lists...) as a numpy array."""
     return x if isinstance(x, Box) else np.asarray(x)
@@ -61,26 +70,26 @@ def _along(axis, ndim, index):
 
 def zeros_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
     """``np.zeros_like`` of the value: a plain array (no derivative)."""
-    return np.zeros_like(_plain(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
+    return np.zeros_like(_like(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
 
 
 def ones_like(a, dtype=None, order="K", subok=True, shape=None, **kw):
     """``np.ones_like`` of the value: a plain array (no derivative)."""
-    return np.ones_like(_plain(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
+    return np.ones_like(_like(a), dtype=dtype, order=order, subok=subok, shape=shape, **kw)
 
 
 def empty_like(prototype, dtype=None, order="K", subok=True, shape=None, **kw):
     """``np.empty_like`` of the value: a plain array (no derivative)."""
-    return np.empty_like(_plain(prototype), dtype=dtype, order=order, subok=subok,
+    return np.empty_like(_like(prototype), dtype=dtype, order=order, subok=subok,
                          shape=shape, **kw)
 
 
 def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
     """``np.full_like``; a traced ``fill_value`` is broadcast (differentiably)."""
     if not isinstance(fill_value, Box):
-        return np.full_like(_plain(a), fill_value, dtype=dtype, order=order, subok=subok,
+        return np.full_like(_like(a), fill_value, dtype=dtype, order=order, subok=subok,
                             shape=shape, **kw)
-    base = np.zeros_like(_plain(a), dtype=dtype, shape=shape)
+    base = np.zeros_like(_like(a), dtype=dtype, shape=shape)
     return broadcast_to(fill_value + base, np.shape(base))
 
 
@@ -145,17 +154,14 @@ def sinc(x):
     if not isinstance(x, Box):
         return np.sinc(x)
 
-    def near_zero(v):
-        return np.abs(np.asarray(concrete(v))) * math.pi < _SINC_SERIES_BELOW
-
-    small = near_zero(x)
-    guard_value(x, near_zero, small, "where sinc takes its series near 0")
+    small = batching.guarded_values(lambda v: np.abs(v) * math.pi < _SINC_SERIES_BELOW, x,
+                                    "where sinc takes its series near 0")
     u = x * math.pi
-    if not small.any():
+    if not batching.reduce_values(np.any, small):
         return sin(u) / u
     u2 = u * u
     series = 1.0 + u2 * (-1.0 / 6.0 + u2 * (1.0 / 120.0 - u2 * (1.0 / 5040.0)))
-    if small.all():
+    if batching.reduce_values(np.all, small):
         return series
     safe = where(small, 1.0, u)
     return where(small, series, sin(safe) / safe)
@@ -172,7 +178,7 @@ UFUNCS = {np.remainder: remainder, np.fmod: fmod, np.copysign: copysign,
 def _edge(v, a, axis):
     """A prepend/append value broadcast to ``a``'s shape with length-1 ``axis``."""
     shape = list(shape_of(a))
-    if np.ndim(_plain(v)) == 0:
+    if len(shape_of(v)) == 0:
         shape[axis] = 1
         return broadcast_to(v, tuple(shape)) if isinstance(v, Box) else \
             np.broadcast_to(v, tuple(shape))
@@ -208,8 +214,8 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
     keep = bool(keepdims) if keepdims is not _NO else False
     if weights is None:
         avg = _mean(a, axis=axis, keepdims=keep)
-        scl = np.broadcast_to(np.asarray(np.size(_plain(a)) / max(np.size(_plain(avg)), 1),
-                                         np.result_type(_plain(avg))), shape_of(avg))
+        scl = np.broadcast_to(np.asarray(math.prod(shape_of(a)) / max(math.prod(shape_of(avg)), 1),
+                                         np.result_type(lanes_of(avg))), shape_of(avg))
     else:
         weights = _arr(weights)
         ashape, wshape = shape_of(a), shape_of(weights)
@@ -226,7 +232,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=_NO):
             weights = reshape(weights, tuple(shape)) if isinstance(weights, Box) else \
                 np.reshape(weights, tuple(shape))
         scl = _sum(weights, axis=axis, keepdims=keep)
-        if np.any(np.asarray(concrete(scl)) == 0):
+        if batching.any_value(lambda v: np.asarray(v) == 0, scl):
             raise ZeroDivisionError("Weights sum to zero, can't be normalized")
         avg = _sum(a * weights, axis=axis, keepdims=keep) / scl
     if returned:
@@ -245,7 +251,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     num, start, stop = int(num), _arr(start), _arr(stop)
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
-    dt = np.result_type(_plain(start), _plain(stop), 1.0)
+    dt = np.result_type(lanes_of(start), lanes_of(stop), 1.0)
     if dtype is not None and np.dtype(dtype) != dt:
         raise TypeError(f"linspace(..., dtype={np.dtype(dtype)}) on traced values of dtype "
                         f"{dt}: a traced value cannot change dtype; drop dtype=")
@@ -298,7 +304,7 @@ def polyval(p, x):
     if not _box(p, x):
         return np.polyval(p, x)
     p, x = _arr(p), _arr(x)
-    y = np.zeros_like(np.asarray(_plain(x)), dtype=np.result_type(_plain(x), _plain(p)))
+    y = np.zeros(shape_of(x), dtype=np.result_type(lanes_of(x), lanes_of(p)))
     for k in range(shape_of(p)[0]):
         y = y * x + p[k]
     return y
@@ -398,7 +404,7 @@ def convolve(a, v, mode="full"):
         raise ValueError("v cannot be empty")
     if m > n:                                  # convolution commutes: pad the longer one
         a, v, n, m = v, a, m, n
-    dt = np.result_type(_plain(a), _plain(v))
+    dt = np.result_type(lanes_of(a), lanes_of(v))
     if m > 1:
         pad = np.zeros(m - 1, dt)
         a = concatenate([pad, a, pad]) if isinstance(a, Box) else np.concatenate([pad, a, pad])

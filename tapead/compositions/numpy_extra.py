@@ -15,7 +15,8 @@ import math
 
 import numpy as np
 
-from tapead._core import Box, concrete, guard_value, is_complex
+from tapead._core import Box, concrete, guard_value, is_complex, lanes_of, shape_of
+from tapead._prims import batching
 from tapead._prims import elementwise as ew
 from tapead._prims import reductions as red
 from tapead._prims.linalg import inv, matmul
@@ -85,22 +86,19 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     if is_complex(x):
         return (nan_to_num(ew.real(x), nan=nan, posinf=posinf, neginf=neginf)
                 + 1j * nan_to_num(ew.imag(x), nan=nan, posinf=posinf, neginf=neginf))
-    dtype = _value(x).dtype
+    dtype = np.result_type(lanes_of(x))
     info = np.finfo(dtype)
     big = info.max if posinf is None else posinf
     small = info.min if neginf is None else neginf
-
-    def masks(v):
-        v = np.asarray(concrete(v))
-        return np.isnan(v), np.isposinf(v), np.isneginf(v)
-
-    isn, isp, ism = masks(x)
-    guard_value(x, masks, (isn, isp, ism), "where nan_to_num replaces values")
-    if not (isn.any() or isp.any() or ism.any()):
+    what = "where nan_to_num replaces values"      # batched under vmap, guarded on replay
+    isn, isp, ism = (batching.guarded_values(f, x, what)
+                     for f in (np.isnan, np.isposinf, np.isneginf))
+    if not any(batching.reduce_values(np.any, m) for m in (isn, isp, ism)):
         return x
-    bad = isn | isp | ism
+    bad = batching.elementwise_values(lambda n_, p_, m_: n_ | p_ | m_, isn, isp, ism)
     safe = ew.where(bad, np.zeros((), dtype), x)
-    fill = np.where(isn, nan, np.where(isp, big, small)).astype(dtype)
+    fill = batching.elementwise_values(
+        lambda n_, p_: np.where(n_, nan, np.where(p_, big, small)).astype(dtype), isn, isp)
     return ew.where(bad, fill, safe)
 
 
@@ -224,11 +222,8 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
         a, axis = reshape(a, (-1,)), 0
     axis = _norm_axis("partition", axis, np.ndim(a))
 
-    def perm(v):
-        return np.argpartition(np.asarray(concrete(v)), kth, axis=axis, kind=kind)
-
-    p = perm(a)
-    guard_value(a, lambda v: perm(v).tobytes(), p.tobytes(), "the partition's arrangement")
+    p = batching.guarded_lanes(lambda v: np.argpartition(v, kth, axis=axis, kind=kind), a,
+                               "the partition's arrangement")
     return permute(a, p, axis)
 
 
@@ -255,13 +250,13 @@ def matrix_power(a, n):
         return np.linalg.matrix_power(a, n)
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
         raise TypeError("matrix_power: the exponent must be an integer")
-    shape = np.shape(a)
+    shape = shape_of(a)
     if len(shape) < 2 or shape[-1] != shape[-2]:
         raise np.linalg.LinAlgError(f"matrix_power needs square matrices (..., M, M), got "
                                     f"shape {shape}")
     n = int(n)
     if n == 0:
-        eye = np.broadcast_to(np.eye(shape[-1], dtype=_value(a).dtype), shape)
+        eye = np.broadcast_to(np.eye(shape[-1], dtype=np.result_type(lanes_of(a))), shape)
         return a * 0 + eye
     if n < 0:
         a, n = inv(a), -n
@@ -373,7 +368,8 @@ class _Concatenator:
                                  "use np.concatenate / np.stack") from None
         if not _box(*items):
             return getattr(np, self.name)[key]
-        arrays = [_value(it) for it in items if isinstance(it, Box) or np.ndim(it)]
+        arrays = [np.asarray(lanes_of(it)) for it in items      # dtypes only
+                  if isinstance(it, Box) or np.ndim(it)]
         dtype = np.result_type(*arrays) if arrays else None
         pieces = []
         for it in items:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from tapead._core import Box, concrete, guard_value, shape_of, lanes_of
-from tapead._prims import elementwise as ew
+from tapead._prims import batching, elementwise as ew
 from tapead._prims.elementwise import where
 from tapead.compositions.misc import _NO, _along
 from tapead._prims.reductions import max as _max, mean as _mean, min as _min, sum as _sum
+from tapead._prims.indexing import getitem
 from tapead._prims.shape import moveaxis, reshape
 from tapead._prims.sorting import sort
 from tapead.errors import NonDifferentiableError
@@ -66,16 +67,15 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         y = s[_along(ax, nd, n // 2)]
     else:
         y = (s[_along(ax, nd, n // 2 - 1)] + s[_along(ax, nd, n // 2)]) * 0.5
-    nans = np.any(_nan_mask(s, "median"), axis=ax)
-    if nans.any():
+    nans = batching.reduce_values(np.any, _nan_mask(s, "median"), axis=ax)
+    if batching.reduce_values(np.any, nans):
         y = where(nans, np.nan, y)
     return _keep(y, shape, axis) if keepdims else y
 
 
 def _nan_mask(a, what):
-    mask = np.isnan(np.asarray(concrete(a)))
-    guard_value(a, lambda v: np.isnan(np.asarray(concrete(v))), mask, f"the NaNs of a {what}")
-    return mask
+    """Where ``a`` is NaN (guarded on replay; batched under vmap)."""
+    return batching.guarded_values(np.isnan, a, f"the NaNs of a {what}")
 
 
 def _nan_reject(name, **kw):
@@ -94,7 +94,9 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=_NO, initial=_NO, where=
     _nan_reject("nansum", dtype=dtype, out=out, initial=initial, where=where)
     keep = keepdims is not _NO and bool(keepdims)
     mask = _nan_mask(a, "nansum")
-    return _sum(ew.where(mask, 0.0, a) if mask.any() else a, axis=axis, keepdims=keep)
+    if not batching.reduce_values(np.any, mask):
+        return _sum(a, axis=axis, keepdims=keep)
+    return _sum(ew.where(mask, 0.0, a), axis=axis, keepdims=keep)
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=_NO, *, where=_NO):
@@ -105,11 +107,12 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=_NO, *, where=_NO):
     _nan_reject("nanmean", dtype=dtype, out=out, where=where)
     keep = keepdims is not _NO and bool(keepdims)
     mask = _nan_mask(a, "nanmean")
-    if not mask.any():
+    if not batching.reduce_values(np.any, mask):
         return _mean(a, axis=axis, keepdims=keep)
-    count = np.sum(~mask, axis=axis, keepdims=keep)
     dt = np.result_type(lanes_of(a))
-    return _sum(ew.where(mask, 0.0, a), axis=axis, keepdims=keep) / count.astype(dt)
+    count = batching.reduce_values(lambda m, **kw: np.sum(~m, **kw).astype(dt), mask,
+                                   axis=axis, keepdims=keep)
+    return _sum(ew.where(mask, 0.0, a), axis=axis, keepdims=keep) / count
 
 
 def _nan_extremum(name, npfunc, reduce, fill):
@@ -121,9 +124,9 @@ def _nan_extremum(name, npfunc, reduce, fill):
         _nan_reject(name, out=out, initial=initial, where=where)
         keep = keepdims is not _NO and bool(keepdims)
         mask = _nan_mask(a, name)
-        if not mask.any():
+        if not batching.reduce_values(np.any, mask):
             return reduce(a, axis=axis, keepdims=keep)
-        if np.any(np.all(mask, axis=axis)):
+        if batching.reduce_values(np.any, batching.reduce_values(np.all, mask, axis=axis)):
             raise ValueError(f"{name}: an all-NaN slice has no extremum to differentiate")
         return reduce(ew.where(mask, fill, a), axis=axis, keepdims=keep)
     func.__name__ = func.__qualname__ = name
@@ -173,6 +176,8 @@ def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, weights,
     a = a if isinstance(a, Box) else np.asanyarray(a)
     if np.issubdtype(np.result_type(lanes_of(a)), np.complexfloating):
         raise TypeError("a must be an array of real numbers")
+    if batching.batched_in(q) is not None:          # under vmap, each lane its own q
+        return _quantile_batched_q(name, a, q, axis, keepdims, scale)
     traced_q = isinstance(q, Box)
     q_traced = q
     q = concrete(q) if traced_q else q
@@ -210,10 +215,55 @@ def _quantile(name, a, q, axis, out, overwrite_input, method, keepdims, weights,
         t = reshape(t, lead) if traced_q else t.reshape(lead)
         y = where(gamma.reshape(lead) >= 0.5, hi - diff * (1 - t), lo + diff * t)
     nans = _nan_mask(s, name)[-1]
-    if np.any(nans):
+    if batching.reduce_values(np.any, nans):
         y = where(nans, np.nan, y)
     if keepdims:
         y = reshape(y, np.shape(q) + _kept_shape(shape, axis))
+    return y
+
+
+def _quantile_batched_q(name, a, q, axis, keepdims, scale):
+    """``_quantile`` for a ``q`` batched under vmap (each lane its own q): the
+    positions and weights of every lane from the lanes' q values together,
+    each lane's neighbours gathered from its own sorted values (a gather by a
+    batched index), blended as in ``_quantile`` (``where`` picks numpy's
+    ``_lerp`` form, so every lane's value is the one the loop computes)."""
+    q_traced = q
+    qv = batching.value_of(q)
+    qs = batching.elementwise_values(lambda v: np.true_divide(v, scale), qv)
+    if batching.any_value(lambda v: ~((0 <= v) & (v <= 1)), qs):
+        raise ValueError("Percentiles must be in the range [0, 100]" if scale == 100 else
+                         "Quantiles must be in the range [0, 1]")
+    q_shape = shape_of(q)
+    if len(q_shape) > 2:
+        raise ValueError("q must be a scalar or 1d")
+    shape = shape_of(a)
+    s, ax = _flatten_axes(a, axis)
+    n = shape_of(s)[ax]
+    if n == 0:
+        raise ValueError(f"{name} of an empty array")
+    s = sort(moveaxis(s, ax, 0), axis=0)
+    prev = batching.guarded_values(
+        lambda v: _neighbours(np.asanyarray((n - 1) * np.true_divide(v, scale)), n, True)[0],
+        q_traced, f"the sorted positions np.{name} interpolates between")
+    virtual = batching.elementwise_values(lambda v: np.asanyarray((n - 1) * v), qs)
+    nxt = batching.elementwise_values(lambda v: _neighbours(v, n, True)[1], virtual)
+    gamma = batching.elementwise_values(lambda v, p: np.asanyarray(v - p, dtype=v.dtype),
+                                        virtual, prev)
+    t = (n - 1) * (q_traced / scale) - batching.elementwise_values(
+        lambda p, v: p.astype(v.dtype), prev, virtual)
+    lo = getitem(s, batching.elementwise_values(lambda p: p.astype(np.intp), prev))
+    hi = getitem(s, batching.elementwise_values(lambda p: p.astype(np.intp), nxt))
+    diff = hi - lo
+    lead = q_shape + (1,) * (len(shape_of(s)) - 1)
+    upper = reshape(batching.elementwise_values(lambda g: g >= 0.5, gamma), lead)
+    t = reshape(t, lead)
+    y = where(upper, hi - diff * (1 - t), lo + diff * t)
+    nans = _nan_mask(s, name)[-1]
+    if batching.reduce_values(np.any, nans):
+        y = where(nans, np.nan, y)
+    if keepdims:
+        y = reshape(y, q_shape + _kept_shape(shape, axis))
     return y
 
 

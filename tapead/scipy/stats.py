@@ -28,7 +28,8 @@ from types import SimpleNamespace
 import numpy as np
 
 import tapead.numpy as tnp
-from tapead._core import Box, concrete
+from tapead._core import lanes_of, shape_of
+from tapead._prims import batching
 from tapead._prims.special import gammaln, xlog1py, xlogy
 from tapead._prims.special_gamma import betainc, betaln, gammainc, gammaincc, log_ndtr, ndtr, ndtri
 from tapead.scipy.linalg import solve_triangular
@@ -44,11 +45,16 @@ def _log(c):
 
 
 def _outside(value, mask, fill):
-    """``value`` with ``fill`` where the (concrete) mask is true."""
-    mask = np.asarray(mask)
-    if not mask.any():
+    """``value`` with ``fill`` where the (constant) mask is true."""
+    if not batching.reduce_values(np.any, mask):
         return value
     return tnp.where(mask, fill, value)
+
+
+def _mask(fn, *xs):
+    """``fn`` (numpy, elementwise) of the values of ``xs``: a constant mask,
+    batched under vmap (the lanes' values read together)."""
+    return batching.elementwise_values(fn, *[batching.value_of(x) for x in xs])
 
 
 def _std(x, loc, scale):
@@ -56,7 +62,7 @@ def _std(x, loc, scale):
 
 
 def _neg(v):
-    return np.asarray(concrete(v)) < 0
+    return _mask(lambda a: np.asarray(a) < 0, v)
 
 
 # normal ----------------------------------------------------------------------
@@ -98,12 +104,12 @@ def _gamma_logpdf(x, a, loc=0, scale=1):
 
 def _gamma_cdf(x, a, loc=0, scale=1):
     y = _std(x, loc, scale)
-    return gammainc(a, tnp.maximum(y, 0.0) if _neg(y).any() else y)
+    return gammainc(a, tnp.maximum(y, 0.0) if batching.reduce_values(np.any, _neg(y)) else y)
 
 
 def _gamma_sf(x, a, loc=0, scale=1):
     y = _std(x, loc, scale)
-    return gammaincc(a, tnp.maximum(y, 0.0) if _neg(y).any() else y)
+    return gammaincc(a, tnp.maximum(y, 0.0) if batching.reduce_values(np.any, _neg(y)) else y)
 
 
 def _dist(logpdf, cdf, sf):
@@ -124,17 +130,20 @@ chi2 = _dist(_chi2(_gamma_logpdf), _chi2(_gamma_cdf), _chi2(_gamma_sf))
 
 
 # beta ------------------------------------------------------------------------
+def _off_unit(yc):
+    yc = np.asarray(yc)
+    return (yc < 0) | (yc > 1)
+
+
 def _beta_logpdf(x, a, b, loc=0, scale=1):
     y = _std(x, loc, scale)
     out = xlogy(a - 1.0, y) + xlog1py(b - 1.0, -y) - betaln(a, b) - _log(scale)
-    yc = np.asarray(concrete(y))
-    return _outside(out, (yc < 0) | (yc > 1), -np.inf)
+    return _outside(out, _mask(_off_unit, y), -np.inf)
 
 
 def _beta_cdf(x, a, b, loc=0, scale=1):
     y = _std(x, loc, scale)
-    yc = np.asarray(concrete(y))
-    if ((yc < 0) | (yc > 1)).any():
+    if batching.reduce_values(np.any, _mask(_off_unit, y)):
         y = tnp.clip(y, 0.0, 1.0)
     return betainc(a, b, y)
 
@@ -149,21 +158,24 @@ beta = _dist(_beta_logpdf, _beta_cdf, _beta_sf)
 # Poisson ---------------------------------------------------------------------
 def _counts(k, loc, mu):
     """``k - loc`` as a constant (counts have no derivative), in ``mu``'s float dtype."""
-    k = np.asarray(concrete(k)) - np.asarray(concrete(loc))
-    dt = np.result_type(concrete(mu))
-    return k.astype(dt) if np.issubdtype(dt, np.floating) else k
+    dt = np.result_type(lanes_of(mu))
+
+    def counts(kv, lv):
+        kv = np.asarray(kv) - np.asarray(lv)
+        return kv.astype(dt) if np.issubdtype(dt, np.floating) else kv
+    return _mask(counts, k, loc)
 
 
 def _poisson_logpmf(k, mu, loc=0):
     k = _counts(k, loc, mu)
     out = xlogy(k, mu) - gammaln(k + 1.0) - mu
-    return _outside(out, (k < 0) | (k != np.floor(k)), -np.inf)
+    return _outside(out, _mask(lambda v: (v < 0) | (v != np.floor(v)), k), -np.inf)
 
 
 def _poisson_cdf(k, mu, loc=0):
-    k = np.floor(_counts(k, loc, mu))
-    out = gammaincc(np.maximum(k, 0.0) + 1.0, mu)
-    return _outside(out, k < 0, 0.0)
+    k = _mask(np.floor, _counts(k, loc, mu))
+    out = gammaincc(_mask(lambda v: np.maximum(v, 0.0) + 1.0, k), mu)
+    return _outside(out, _mask(lambda v: v < 0, k), 0.0)
 
 
 poisson = SimpleNamespace(logpmf=_poisson_logpmf,
@@ -174,10 +186,10 @@ poisson = SimpleNamespace(logpmf=_poisson_logpmf,
 # Dirichlet -------------------------------------------------------------------
 def _dirichlet_logpdf(x, alpha):
     """x: (K,) or (K, ...) points on the simplex (axis 0); alpha: (K,)."""
-    nd = np.ndim(concrete(x))
-    if np.ndim(concrete(alpha)) != 1:
+    nd = len(shape_of(x))
+    if len(shape_of(alpha)) != 1:
         raise ValueError(f"dirichlet.logpdf: alpha must be 1-D (K,), got shape "
-                         f"{np.shape(concrete(alpha))}")
+                         f"{shape_of(alpha)}")
     a = tnp.reshape(alpha, (-1,) + (1,) * (nd - 1)) if nd > 1 else alpha
     norm_const = tnp.sum(gammaln(alpha)) - gammaln(tnp.sum(alpha))
     return tnp.sum(xlogy(a - 1.0, x), axis=0) - norm_const
@@ -193,14 +205,14 @@ def _mvn_logpdf(x, mean, cov, allow_singular=None):
     if allow_singular:
         raise NotImplementedError("multivariate_normal.logpdf(allow_singular=True) is "
                                   "not supported; pass a positive definite cov")
-    xs = np.shape(concrete(x))
-    n = np.shape(concrete(cov))[-1] if np.ndim(concrete(cov)) == 2 else None
-    if n is None or np.shape(concrete(cov)) != (n, n) or (xs and xs[-1] != n):
+    xs, cs = shape_of(x), shape_of(cov)
+    n = cs[-1] if len(cs) == 2 else None
+    if n is None or cs != (n, n) or (xs and xs[-1] != n):
         raise ValueError(f"multivariate_normal.logpdf: cov must be (n, n) and x (..., n); "
-                         f"got x {xs}, cov {np.shape(concrete(cov))}")
+                         f"got x {xs}, cov {cs}")
     L = tnp.linalg.cholesky(cov)
     d = x - mean
-    xs = np.shape(concrete(d))                    # x and mean broadcast
+    xs = shape_of(d)                              # x and mean broadcast
     d = tnp.reshape(d, (-1, n))
     y = solve_triangular(L, tnp.transpose(d), lower=True)          # (n, m)
     half_logdet = tnp.sum(tnp.log(tnp.diagonal(L)))
