@@ -160,10 +160,7 @@ def test_every_row_equals_jax_vmap(case):
 
 #: rows whose gradient or JVP taken inside vmap still runs lane by lane (every
 #: other row's derivative rules run batched: ``per_lane_runs == 0``)
-DERIVATIVE_PER_LANE = {
-    # pow's derivative rule reads the exponent's value (its x == 0 convention)
-    "pow", "float_power",
-}
+DERIVATIVE_PER_LANE: set = set()
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)

@@ -227,10 +227,9 @@ def _pow_dx(x, y, ans):
             return -1.0 / (x * x)
         if y == 0.5:
             return 0.5 / sqrt(x)
-    yc = concrete(y)
-    if np.all(yc != 0):
+    if not batching.any_value(lambda v: np.asarray(v) == 0, y):   # batched under vmap
         return y * x ** (y - 1.0)
-    return where(yc == 0, 0.0, y * x ** (y - 1.0))
+    return where(batching.value_of(y) == 0, 0.0, y * x ** (y - 1.0))
 
 
 def _pow_dy(x, y, ans):
@@ -243,9 +242,10 @@ def _pow_dy(x, y, ans):
         return ans * (math.log(x) if x > 0 else math.nan)     # log(x < 0): nan, as numpy
     if is_complex(ans) and not is_complex(x):
         x = x + 0j                   # a real base of a complex power: its complex log
-    zero = concrete(ans) == 0
-    safe_x = where(zero, 1.0, x) if np.any(zero) else x
-    return where(zero, 0.0, ans * log(safe_x)) if np.any(zero) else ans * log(safe_x)
+    zero = batching.elementwise_values(lambda v: np.asarray(v) == 0, batching.value_of(ans))
+    if not batching.reduce_values(np.any, zero):                  # batched under vmap
+        return ans * log(x)
+    return where(zero, 0.0, ans * log(where(zero, 1.0, x)))
 
 
 def _max_dx(x, y, ans):
