@@ -332,6 +332,18 @@ def batched_below(x, trace):
     return None
 
 
+def _lanes_below(x, what: str):
+    """The ``Batched`` of the innermost vmap under ``x``'s tape levels, or None
+    when ``x`` is not batched; a ``BatchConcreteRead`` under nested vmaps."""
+    trace = batched_in(x)
+    if trace is None:
+        return None
+    b = batched_below(x, trace)
+    if b is None or batched_in(b.val) is not None:
+        raise _core_read(trace, what)
+    return b
+
+
 def guarded_values(fn, x, what: str):
     """``fn`` (numpy, elementwise, no derivative: ``np.isnan``...) of the value
     of ``x``, recorded as a guard on every tape that holds that value (a replay
@@ -344,17 +356,14 @@ def guarded_values(fn, x, what: str):
     """
     def of(v):
         return fn(np.asarray(_core.concrete(v)))
-    trace = batched_in(x)
-    if trace is None:
+    b = _lanes_below(x, what)
+    if b is None:                   # not batched: the value, guarded on its tapes
         res = of(x)
         _core.guard_value(x, of, res, what)
         return res
-    b = batched_below(x, trace)
-    if b is None or batched_in(b.val) is not None:
-        raise _core_read(trace, what)
     res = of(b.val)
     _core.guard_value(b.val, of, res, what)
-    return trace.box(np.asarray(res), b.bdim)
+    return b.btrace.box(np.asarray(res), b.bdim)
 
 
 def reduce_values(npfunc, x, axis=None, keepdims=False):
@@ -405,14 +414,11 @@ def guarded_lanes(fn, x, what: str):
     for a batched gather."""
     def of(v):
         return fn(np.asarray(_core.concrete(v)))
-    trace = batched_in(x)
-    if trace is None:
+    b = _lanes_below(x, what)
+    if b is None:                   # not batched: the value, guarded on its tapes
         res = of(x)
         _core.guard_value(x, of, res, what)
         return res
-    b = batched_below(x, trace)
-    if b is None or batched_in(b.val) is not None:
-        raise _core_read(trace, what)
     bdim = b.bdim
 
     def stacked(v):
@@ -423,7 +429,7 @@ def guarded_lanes(fn, x, what: str):
         return np.stack([np.asarray(fn(lane)) for lane in lanes])
     res = stacked(b.val)
     _core.guard_value(b.val, stacked, res, what)
-    return trace.box(res, 0)
+    return b.btrace.box(res, 0)
 
 
 def lane_indices(idx):
