@@ -24,6 +24,13 @@ cdef class ForwardTrace(Trace):
                 t = mul_tangent((<Dual>x).ot, vals[1], (<Dual>y).ot, vals[0])
                 if t is not None:       # both products and their sum in one pass
                     return make_dual(self, ans, t)
+        elif (<PrimitiveBase>prim).fused_jvp == FUSED_JVP_POW and len(args) == 2:
+            x = args[0]
+            if type(x) is Dual and (<Dual>x).ftrace is self and (<Dual>x).op is not None \
+                    and not (type(args[1]) is Dual and (<Dual>args[1]).ftrace is self):
+                t = pow_tangent((<Dual>x).ot, vals[0], vals[1])
+                if t is not None:       # the power rule's products and tx * d in one pass
+                    return make_dual(self, ans, t)
         if (<PrimitiveBase>prim).linear:
             for k in range(len(args)):
                 x = args[k]

@@ -9,7 +9,16 @@
  * tapead_mul_tangent: the tangent of x * y for dual numbers, tx * y + ty * x,
  * the two products rounded and then added, as numpy computes them in three
  * passes (the build sets -ffp-contract=off, so no fused multiply-add changes
- * the bits). */
+ * the bits).
+ *
+ * tapead_pow_tangent / tapead_pow_partial_dual: the constant powers x**3 and
+ * x**4 under forward mode, each in one pass with numpy's roundings of the
+ * unfused rules.  The tangent of x**k is tx * d with d = k x**(k-1) formed as
+ * the power rule forms it (d = x*x; d = d*x for k = 4; d = d*k).  The partial
+ * k x**(k-1) of a dual x = (x, tx) -- the power's VJP rule under forward over
+ * reverse -- is the dual product chain 4.0 * (x*x*x), resp. 3.0 * (x*x):
+ * value as above, tangent ((tx*x + tx*x)*x + tx*(x*x)) * 4, resp.
+ * (tx*x + tx*x) * 3. */
 #ifndef TAPEAD_FUSED_H
 #define TAPEAD_FUSED_H
 #include <math.h>
@@ -21,6 +30,53 @@ static inline void tapead_sincos(double x, double *s, double *c)
 #else
     *s = sin(x);
     *c = cos(x);
+static inline void tapead_pow_tangent(const double *tx, const double *x, double *out,
+                                      long n, int k)
+{
+    long i;
+    double fk = (double)k;
+    if (k == 4) {
+        for (i = 0; i < n; i++) {
+            double d = x[i] * x[i];
+            d = d * x[i];
+            d = d * fk;
+            out[i] = tx[i] * d;
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            double d = x[i] * x[i];
+            d = d * fk;
+            out[i] = tx[i] * d;
+        }
+    }
+}
+
+static inline void tapead_pow_partial_dual(const double *x, const double *tx, double *val,
+                                           double *tan, long n, int k)
+{
+    long i;
+    double fk = (double)k;
+    if (k == 4) {
+        for (i = 0; i < n; i++) {
+            double x2 = x[i] * x[i];
+            double p = tx[i] * x[i];
+            double t2 = p + p;
+            double x3 = x2 * x[i];
+            double a = t2 * x[i];
+            double b = tx[i] * x2;
+            val[i] = x3 * fk;
+            tan[i] = (a + b) * fk;
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            double x2 = x[i] * x[i];
+            double p = tx[i] * x[i];
+            val[i] = x2 * fk;
+            tan[i] = (p + p) * fk;
+        }
+    }
+}
+
 #endif
 }
 
@@ -32,6 +88,53 @@ static inline void tapead_mul_tangent(const double *tx, const double *y, const d
         double p = tx[i] * y[i];
         double q = ty[i] * x[i];
         out[i] = p + q;
+    }
+}
+
+static inline void tapead_pow_tangent(const double *tx, const double *x, double *out,
+                                      long n, int k)
+{
+    long i;
+    double fk = (double)k;
+    if (k == 4) {
+        for (i = 0; i < n; i++) {
+            double d = x[i] * x[i];
+            d = d * x[i];
+            d = d * fk;
+            out[i] = tx[i] * d;
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            double d = x[i] * x[i];
+            d = d * fk;
+            out[i] = tx[i] * d;
+        }
+    }
+}
+
+static inline void tapead_pow_partial_dual(const double *x, const double *tx, double *val,
+                                           double *tan, long n, int k)
+{
+    long i;
+    double fk = (double)k;
+    if (k == 4) {
+        for (i = 0; i < n; i++) {
+            double x2 = x[i] * x[i];
+            double p = tx[i] * x[i];
+            double t2 = p + p;
+            double x3 = x2 * x[i];
+            double a = t2 * x[i];
+            double b = tx[i] * x2;
+            val[i] = x3 * fk;
+            tan[i] = (a + b) * fk;
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            double x2 = x[i] * x[i];
+            double p = tx[i] * x[i];
+            val[i] = x2 * fk;
+            tan[i] = (p + p) * fk;
+        }
     }
 }
 
