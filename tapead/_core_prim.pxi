@@ -157,8 +157,37 @@ cdef class Scatter:
 
     def dense(self):
         """The cotangent as an array (zeros with ``g`` added at ``idx``)."""
+        cdef object out = self._dense_rows()
+        if out is not None:
+            return out
         out = np.zeros(self.shape, dtype=self.dtype)
         self.add_into(out)
+        return out
+
+    cdef object _dense_rows(self):
+        """``dense()`` of a slice of leading rows (``x[a:b]``, the VJP of a shifted
+        window) in one pass: ``g + 0.0`` written into the rows (the bits of
+        ``0.0 + g``, signed zeros included) and only the other rows zeroed; None
+        for other indices."""
+        cdef object idx = self.idx, g = self.g
+        cdef Py_ssize_t start, stop, step, n
+        if type(idx) is tuple and len(<tuple>idx) == 1:
+            idx = (<tuple>idx)[0]
+        if type(idx) is not slice or not self.shape or type(g) is not np.ndarray or \
+                (<object>g).dtype != self.dtype or \
+                cnp.PyTypeNum_ISCOMPLEX(arr_type(g)) or \
+                not cnp.PyTypeNum_ISFLOAT(arr_type(g)):
+            return None
+        n = self.shape[0]
+        start, stop, step = (<slice>idx).indices(n)
+        if step != 1 or stop < start or (<object>g).shape != (stop - start,) + self.shape[1:]:
+            return None
+        out = np.empty(self.shape, dtype=self.dtype)
+        if start > 0:
+            out[:start] = 0
+        if stop < n:
+            out[stop:] = 0
+        np.add(g, 0.0, out=out[start:stop])
         return out
 
 

@@ -183,3 +183,41 @@ def test_integer_power_derivative_is_the_products():
     np.testing.assert_array_equal(ta.grad(lambda u: np.sum(u ** 3))(x), 3.0 * (x * x))
     h = ta.hvp(lambda u: np.sum(u ** 4), (x,), (np.ones(100),))
     np.testing.assert_allclose(h, 12.0 * x * x, rtol=1e-14)
+
+
+# the dense cotangent of a slice of leading rows (x[a:b]), written in one pass
+def _dense_reference(g, idx, shape, dtype):
+    out = np.zeros(shape, dtype=np.result_type(dtype, g))
+    np.add.at(out, idx, g) if not isinstance(idx, (slice, tuple)) else None
+    if isinstance(idx, (slice, tuple)):
+        view = out[idx]
+        np.add(view, g, out=view)
+    return out
+
+
+@pytest.mark.parametrize("shape,idx", [
+    ((10,), slice(1, None)), ((10,), slice(None, -1)), ((10,), slice(3, 7)),
+    ((10,), (slice(2, 9),)), ((6, 4), slice(1, 5)), ((10,), slice(5, 5)),
+    ((10,), slice(-3, None)), ((10,), slice(0, 10, 2)), ((6, 4), (slice(None), slice(1, 3))),
+    ((0,), slice(0, None)),
+], ids=["tail", "head", "middle", "tuple", "rows", "empty", "negative", "step2", "columns",
+        "zero-size"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128])
+def test_scatter_dense_is_zeros_plus_g(shape, idx, dtype):
+    rng = np.random.default_rng(4)
+    view_shape = np.zeros(shape)[idx].shape
+    g = rng.standard_normal(view_shape).astype(dtype)
+    if g.size >= 3:
+        g.flat[0], g.flat[1], g.flat[2] = -0.0, np.nan, np.inf
+    d = _core.Scatter(g, idx, shape, dtype).dense()
+    ref = _dense_reference(g, idx, shape, dtype)
+    assert d.dtype == ref.dtype and d.shape == ref.shape
+    np.testing.assert_array_equal(d, ref)
+    assert np.array_equal(np.signbit(d.real), np.signbit(ref.real))   # +0.0 where 0.0 + -0.0
+
+
+def test_scatter_dense_of_another_dtype_promotes():
+    g = np.arange(3, dtype=np.float32)
+    d = _core.Scatter(g, slice(1, 4), (5,), np.float64).dense()
+    assert d.dtype == np.float64
+    np.testing.assert_array_equal(d, [0, 0, 1, 2, 0])
