@@ -7,10 +7,12 @@
  * a gradient at n = 1e6 makes five such arrays per call.  Freed buffers of
  * at least TAPEAD_CACHE_MIN bytes are kept here instead (at most
  * TAPEAD_CACHE_SLOTS of them, TAPEAD_CACHE_BYTES in all) and handed out again
- * for a request of the same size, or up to 1/16 smaller.  Every buffer comes
- * from malloc, so realloc and free of any buffer stay plain libc calls;
- * ``calloc`` of a cached buffer clears it with memset.  A mutex guards the
- * table (numpy may free array data from any thread). */
+ * for a request of the same size, or up to 1/16 smaller.  Smaller requests,
+ * every realloc and the frees the cache does not keep go to the handler that
+ * was in use before (numpy's default, with its own cache of tiny blocks); all
+ * of them end in libc's malloc, so any buffer may be freed or resized by
+ * either path.  ``calloc`` of a cached buffer clears it with memset.  A mutex
+ * guards the table (numpy may free array data from any thread). */
 #ifndef TAPEAD_BUFFERS_H
 #define TAPEAD_BUFFERS_H
 #include <stdlib.h>
@@ -28,6 +30,25 @@ static size_t tapead_cache_bytes = 0;
 static int tapead_cache_count = 0;
 static pthread_mutex_t tapead_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long tapead_cache_hits = 0, tapead_cache_misses = 0;
+
+/* the handler in use before: small blocks, realloc, frees not kept */
+static void *tapead_fb_ctx = NULL;
+static void *(*tapead_fb_malloc)(void *, size_t) = NULL;
+static void *(*tapead_fb_calloc)(void *, size_t, size_t) = NULL;
+static void *(*tapead_fb_realloc)(void *, void *, size_t) = NULL;
+static void (*tapead_fb_free)(void *, void *, size_t) = NULL;
+
+static void tapead_set_fallback(void *ctx, void *(*m)(void *, size_t),
+                                void *(*c)(void *, size_t, size_t),
+                                void *(*r)(void *, void *, size_t),
+                                void (*f)(void *, void *, size_t))
+{
+    tapead_fb_ctx = ctx;
+    tapead_fb_malloc = m;
+    tapead_fb_calloc = c;
+    tapead_fb_realloc = r;
+    tapead_fb_free = f;
+}
 
 /* a cached block of size in [size, size + size/16], removed from the cache */
 static void *tapead_cache_take(size_t size)
@@ -59,7 +80,9 @@ static void *tapead_buf_malloc(void *ctx, size_t size)
 {
     void *p = tapead_cache_take(size);
     (void)ctx;
-    return p ? p : malloc(size);
+    if (p)
+        return p;
+    return tapead_fb_malloc ? tapead_fb_malloc(tapead_fb_ctx, size) : malloc(size);
 }
 
 static void *tapead_buf_calloc(void *ctx, size_t nelem, size_t elsize)
@@ -70,7 +93,8 @@ static void *tapead_buf_calloc(void *ctx, size_t nelem, size_t elsize)
         return NULL;
     p = tapead_cache_take(nelem * elsize);
     if (p == NULL)
-        return calloc(nelem, elsize);
+        return tapead_fb_calloc ? tapead_fb_calloc(tapead_fb_ctx, nelem, elsize)
+                                : calloc(nelem, elsize);
     memset(p, 0, nelem * elsize);
     return p;
 }
@@ -78,7 +102,8 @@ static void *tapead_buf_calloc(void *ctx, size_t nelem, size_t elsize)
 static void *tapead_buf_realloc(void *ctx, void *ptr, size_t new_size)
 {
     (void)ctx;
-    return realloc(ptr, new_size);
+    return tapead_fb_realloc ? tapead_fb_realloc(tapead_fb_ctx, ptr, new_size)
+                             : realloc(ptr, new_size);
 }
 
 /* ``size`` is the size numpy asked for: the block holds at least that much */
@@ -98,8 +123,13 @@ static void tapead_buf_free(void *ctx, void *ptr, size_t size)
             ptr = NULL;
         }
         pthread_mutex_unlock(&tapead_cache_lock);
+        if (ptr == NULL)
+            return;
     }
-    free(ptr);
+    if (tapead_fb_free)
+        tapead_fb_free(tapead_fb_ctx, ptr, size);
+    else
+        free(ptr);
 }
 
 /* free every cached block; returns the bytes released */

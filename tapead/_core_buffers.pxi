@@ -6,7 +6,7 @@
 # and a gradient at that size makes five of them).  See _core_buffers.h.
 # ``TAPEAD_BUFFER_CACHE=0`` in the environment leaves numpy's allocator alone.
 
-from cpython.pycapsule cimport PyCapsule_New
+from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer
 
 cdef extern from "_core_buffers.h" nogil:
     void *tapead_buf_malloc(void *ctx, size_t size)
@@ -14,6 +14,10 @@ cdef extern from "_core_buffers.h" nogil:
     void *tapead_buf_realloc(void *ctx, void *ptr, size_t new_size)
     void tapead_buf_free(void *ctx, void *ptr, size_t size)
     size_t tapead_cache_clear()
+    void tapead_set_fallback(void *ctx, void *(*m)(void *, size_t) noexcept nogil,
+                             void *(*c)(void *, size_t, size_t) noexcept nogil,
+                             void *(*r)(void *, void *, size_t) noexcept nogil,
+                             void (*f)(void *, void *, size_t) noexcept nogil)
     unsigned long tapead_cache_hits, tapead_cache_misses
     size_t tapead_cache_bytes
     int tapead_cache_count
@@ -56,9 +60,17 @@ def use_buffer_cache():
     thread unless ``TAPEAD_BUFFER_CACHE=0``); returns numpy's handler that
     was in use, a capsule for ``np.core.multiarray`` internals."""
     global _buffer_capsule
-    if _buffer_capsule is None:
+    cdef PyDataMem_Handler *old
+    first = _buffer_capsule is None
+    if first:
         _buffer_capsule = _make_buffer_handler()
-    return PyDataMem_SetHandler(_buffer_capsule)
+    previous = PyDataMem_SetHandler(_buffer_capsule)
+    if first:
+        # small blocks and the frees the cache does not keep: numpy's handler
+        old = <PyDataMem_Handler *>PyCapsule_GetPointer(previous, "mem_handler")
+        tapead_set_fallback(old.allocator.ctx, old.allocator.malloc, old.allocator.calloc,
+                            old.allocator.realloc, old.allocator.free)
+    return previous
 
 
 def restore_allocator(handler):
