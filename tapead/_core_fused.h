@@ -18,7 +18,12 @@
  * k x**(k-1) of a dual x = (x, tx) -- the power's VJP rule under forward over
  * reverse -- is the dual product chain 4.0 * (x*x*x), resp. 3.0 * (x*x):
  * value as above, tangent ((tx*x + tx*x)*x + tx*(x*x)) * 4, resp.
- * (tx*x + tx*x) * 3. */
+ * (tx*x + tx*x) * 3.
+ *
+ * tapead_add_product: out += g * d (or out += -(g * d)), the product rounded
+ * before the sum: numpy's np.multiply into a temporary, then np.add, in one
+ * pass without the temporary (the reverse step of sin(x[a:b]) into x's
+ * adjoint). */
 #ifndef TAPEAD_FUSED_H
 #define TAPEAD_FUSED_H
 #include <math.h>
@@ -73,6 +78,23 @@ static inline void tapead_pow_partial_dual(const double *x, const double *tx, do
             double p = tx[i] * x[i];
             val[i] = x2 * fk;
             tan[i] = (p + p) * fk;
+        }
+    }
+}
+
+static inline void tapead_add_product(double *out, const double *g, const double *d,
+                                      long n, int negate)
+{
+    long i;
+    if (negate) {
+        for (i = 0; i < n; i++) {
+            double p = g[i] * d[i];
+            out[i] = out[i] + (-p);
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            double p = g[i] * d[i];
+            out[i] = out[i] + p;
         }
     }
 }
@@ -134,6 +156,23 @@ static inline void tapead_pow_partial_dual(const double *x, const double *tx, do
             double p = tx[i] * x[i];
             val[i] = x2 * fk;
             tan[i] = (p + p) * fk;
+        }
+    }
+}
+
+static inline void tapead_add_product(double *out, const double *g, const double *d,
+                                      long n, int negate)
+{
+    long i;
+    if (negate) {
+        for (i = 0; i < n; i++) {
+            double p = g[i] * d[i];
+            out[i] = out[i] + (-p);
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            double p = g[i] * d[i];
+            out[i] = out[i] + p;
         }
     }
 }

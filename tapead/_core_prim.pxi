@@ -203,9 +203,11 @@ cdef enum:
     FAST_TANH = 3       # tanh: g * (1 - ans**2)
     FAST_MATMUL = 4     # 2-d matmul: g @ b.T and a.T @ g
     FAST_PACK = 5       # stack of scalars: element k of g to parent k (the sweep's own loop)
+    FAST_PARTNER = 6    # sin, cos with the partner saved: g * c, -(g * s), left as a product
+    FAST_GETITEM = 7    # x[idx]: a product cotangent added into x's adjoint in one pass
 
 FAST_VJP = {"pass": FAST_PASS, "sub": FAST_SUB, "tanh": FAST_TANH, "matmul": FAST_MATMUL,
-            "pack": FAST_PACK}
+            "pack": FAST_PACK, "partner": FAST_PARTNER, "getitem": FAST_GETITEM}
 
 cdef object _NOFAST = object()
 cdef object _np_multiply = np.multiply
@@ -250,6 +252,16 @@ cdef object fast_vjp(int kind, int k, object g, Record rec):
             _np_subtract(1.0, d, out=d)
             _np_multiply(d, g, out=d)
             return d
+        return _NOFAST
+    if kind == FAST_PARTNER:
+        # saved = (x's shape, partner) when the forward pass kept the partner
+        # (sin: cos x; cos: sin x); the product is formed when it is added
+        if len(rec.saved) == 2:
+            d = rec.saved[1]
+            if arr_type(g) == cnp.NPY_DOUBLE and type(d) is np.ndarray and \
+                    arr_type(d) == cnp.NPY_DOUBLE and \
+                    cnp.PyArray_SAMESHAPE(<cnp.ndarray>g, <cnp.ndarray>d):
+                return new_product(g, d, (<PrimitiveBase>rec.prim).name == "cos")
         return _NOFAST
     if kind == FAST_MATMUL:
         a = rec.saved[0]
