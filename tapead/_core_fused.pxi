@@ -13,6 +13,8 @@ cdef extern from "_core_fused.h" nogil:
     void tapead_sincos(double x, double *s, double *c)
     void tapead_mul_tangent(const double *tx, const double *y, const double *ty,
                             const double *x, double *out, long n)
+    void tapead_tanh_vjp(const double *a, const double *g, double *out, long n)
+    void tapead_tanh_vjp_f(const float *a, const float *g, float *out, long n)
     void tapead_pow_tangent(const double *tx, const double *x, double *out, long n, int k)
     void tapead_pow_partial_dual(const double *x, const double *tx, double *val,
                                  double *tan, long n, int k)
@@ -134,6 +136,48 @@ def fused_mul_tangent(tx, y, ty, x):
     """``tx * y + ty * x`` in one pass for float64 C-contiguous arrays of one
     shape, else None (the tangent of ``x * y`` for dual numbers)."""
     return mul_tangent(tx, y, ty, x)
+
+
+# --------------------------------------------------------------------------
+# reverse mode: the cotangent of tanh from its output
+# --------------------------------------------------------------------------
+
+cdef object tanh_vjp(object a, object g):
+    """(1 - a*a) * g for C-contiguous arrays a, g of one shape and dtype
+    (float64 or float32) in one pass, numpy's three roundings; else None."""
+    cdef int t = arr_type(a)
+    if not ((t == cnp.NPY_DOUBLE or t == cnp.NPY_FLOAT) and arr_type(g) == t
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>g)
+            and cnp.PyArray_SAMESHAPE(<cnp.ndarray>a, <cnp.ndarray>g)):
+        return None
+    out = np.empty_like(a)
+    cdef Py_ssize_t n = (<object>a).size
+    if n == 0:
+        return out
+    if t == cnp.NPY_DOUBLE:
+        if n >= SINCOS_NOGIL:
+            with nogil:
+                tapead_tanh_vjp(<const double *>cnp.PyArray_DATA(<cnp.ndarray>a),
+                                <const double *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                                <double *>cnp.PyArray_DATA(<cnp.ndarray>out), n)
+        else:
+            tapead_tanh_vjp(<const double *>cnp.PyArray_DATA(<cnp.ndarray>a),
+                            <const double *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                            <double *>cnp.PyArray_DATA(<cnp.ndarray>out), n)
+    else:
+        tapead_tanh_vjp_f(<const float *>cnp.PyArray_DATA(<cnp.ndarray>a),
+                          <const float *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                          <float *>cnp.PyArray_DATA(<cnp.ndarray>out), n)
+    return out
+
+
+def fused_tanh_vjp(a, g):
+    """``(1 - a*a) * g`` in one pass (the cotangent of tanh from its output ``a``)
+    for C-contiguous float64 or float32 arrays of one shape, else None."""
+    if type(a) is not np.ndarray or type(g) is not np.ndarray:
+        return None
+    return tanh_vjp(a, g)
 
 
 cdef inline int _small_power(object y) noexcept:
