@@ -181,11 +181,11 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
             raise_batch_read(ans, f"{prim} under a transform started inside vmap")
     else:
         if prim.fwd_saved is not None and type(top) is Tape:
-            fused = prim.fwd_saved(*vals_t, **params)
+            fused = prim.fwd_saved(*vals_t, **params) if params else prim.fwd_saved(*vals_t)
             if fused is not None:       # value and residuals from one pass
                 return (<Tape>top)._process(prim, args, vals_t, (<tuple>fused)[0],
                                             params, (<tuple>fused)[1])
-        ans = prim.impl(*vals_t, **params)
+        ans = prim.impl(*vals_t, **params) if params else prim.impl(*vals_t)
     if not prim.complex_ok:
         check_complex_support(prim, vals_t, ans)
     if type(top) is Tape:

@@ -32,6 +32,16 @@
 #define TAPEAD_FUSED_H
 #include <math.h>
 
+/* The array kernels below are also built for AVX2 (four doubles a step; no FMA:
+ * the "avx2" target does not enable it and -ffp-contract=off forbids
+ * contraction), picked at load time on CPUs that have it; elementwise
+ * products and sums round the same either way. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define TAPEAD_KERNEL static __attribute__((target_clones("avx2", "default"))) void
+#else
+#define TAPEAD_KERNEL static inline void
+#endif
+
 static inline void tapead_sincos(double x, double *s, double *c)
 {
 #if defined(__GLIBC__)
@@ -39,94 +49,10 @@ static inline void tapead_sincos(double x, double *s, double *c)
 #else
     *s = sin(x);
     *c = cos(x);
-static inline void tapead_pow_tangent(const double *tx, const double *x, double *out,
-                                      long n, int k)
-{
-    long i;
-    double fk = (double)k;
-    if (k == 4) {
-        for (i = 0; i < n; i++) {
-            double d = x[i] * x[i];
-            d = d * x[i];
-            d = d * fk;
-            out[i] = tx[i] * d;
-        }
-    } else {
-        for (i = 0; i < n; i++) {
-            double d = x[i] * x[i];
-            d = d * fk;
-            out[i] = tx[i] * d;
-        }
-    }
-}
-
-static inline void tapead_pow_partial_dual(const double *x, const double *tx, double *val,
-                                           double *tan, long n, int k)
-{
-    long i;
-    double fk = (double)k;
-    if (k == 4) {
-        for (i = 0; i < n; i++) {
-            double x2 = x[i] * x[i];
-            double p = tx[i] * x[i];
-            double t2 = p + p;
-            double x3 = x2 * x[i];
-            double a = t2 * x[i];
-            double b = tx[i] * x2;
-            val[i] = x3 * fk;
-            tan[i] = (a + b) * fk;
-        }
-    } else {
-        for (i = 0; i < n; i++) {
-            double x2 = x[i] * x[i];
-            double p = tx[i] * x[i];
-            val[i] = x2 * fk;
-            tan[i] = (p + p) * fk;
-        }
-    }
-}
-
-static inline void tapead_add_product(double *out, const double *g, const double *d,
-                                      long n, int negate)
-{
-    long i;
-    if (negate) {
-        for (i = 0; i < n; i++) {
-            double p = g[i] * d[i];
-            out[i] = out[i] + (-p);
-        }
-    } else {
-        for (i = 0; i < n; i++) {
-            double p = g[i] * d[i];
-            out[i] = out[i] + p;
-        }
-    }
-}
-
-static inline void tapead_tanh_vjp(const double *a, const double *g, double *out, long n)
-{
-    long i;
-    for (i = 0; i < n; i++) {
-        double d = a[i] * a[i];
-        d = 1.0 - d;
-        out[i] = d * g[i];
-    }
-}
-
-static inline void tapead_tanh_vjp_f(const float *a, const float *g, float *out, long n)
-{
-    long i;
-    for (i = 0; i < n; i++) {
-        float d = a[i] * a[i];
-        d = 1.0f - d;
-        out[i] = d * g[i];
-    }
-}
-
 #endif
 }
 
-static inline void tapead_mul_tangent(const double *tx, const double *y, const double *ty,
+TAPEAD_KERNEL tapead_mul_tangent(const double *tx, const double *y, const double *ty,
                                       const double *x, double *out, long n)
 {
     long i;
@@ -137,7 +63,7 @@ static inline void tapead_mul_tangent(const double *tx, const double *y, const d
     }
 }
 
-static inline void tapead_pow_tangent(const double *tx, const double *x, double *out,
+TAPEAD_KERNEL tapead_pow_tangent(const double *tx, const double *x, double *out,
                                       long n, int k)
 {
     long i;
@@ -158,7 +84,7 @@ static inline void tapead_pow_tangent(const double *tx, const double *x, double 
     }
 }
 
-static inline void tapead_pow_partial_dual(const double *x, const double *tx, double *val,
+TAPEAD_KERNEL tapead_pow_partial_dual(const double *x, const double *tx, double *val,
                                            double *tan, long n, int k)
 {
     long i;
@@ -184,7 +110,7 @@ static inline void tapead_pow_partial_dual(const double *x, const double *tx, do
     }
 }
 
-static inline void tapead_add_product(double *out, const double *g, const double *d,
+TAPEAD_KERNEL tapead_add_product(double *out, const double *g, const double *d,
                                       long n, int negate)
 {
     long i;
@@ -201,7 +127,7 @@ static inline void tapead_add_product(double *out, const double *g, const double
     }
 }
 
-static inline void tapead_tanh_vjp(const double *a, const double *g, double *out, long n)
+TAPEAD_KERNEL tapead_tanh_vjp(const double *a, const double *g, double *out, long n)
 {
     long i;
     for (i = 0; i < n; i++) {
@@ -211,7 +137,7 @@ static inline void tapead_tanh_vjp(const double *a, const double *g, double *out
     }
 }
 
-static inline void tapead_tanh_vjp_f(const float *a, const float *g, float *out, long n)
+TAPEAD_KERNEL tapead_tanh_vjp_f(const float *a, const float *g, float *out, long n)
 {
     long i;
     for (i = 0; i < n; i++) {

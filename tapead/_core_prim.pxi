@@ -110,6 +110,8 @@ cdef object prim_vjp(PrimitiveBase p, int k, object g, object ans, tuple saved,
     if k < len(p.vjps):
         rule = p.vjps[k]
     if rule is not None:
+        if not params:                  # no keyword dict to build
+            return rule(g, ans, *saved)
         return rule(g, ans, *saved, **params)
     if p.vjp_any is not None:
         return p.vjp_any(k, g, ans, *saved, **params)
