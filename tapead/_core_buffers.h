@@ -19,8 +19,8 @@
 #include <string.h>
 #include <pthread.h>
 
-#define TAPEAD_CACHE_SLOTS 16
-#define TAPEAD_CACHE_MIN (1u << 20)                 /* 1 MiB */
+#define TAPEAD_CACHE_SLOTS 32
+#define TAPEAD_CACHE_MIN (1u << 17)                 /* 128 KiB: glibc mmaps from here */
 #define TAPEAD_CACHE_BYTES ((size_t)256 << 20)      /* 256 MiB */
 
 typedef struct { void *ptr; size_t size; } tapead_block;

@@ -1,6 +1,6 @@
 # A cache of large array buffers (included by _core.pyx): numpy's data
-# allocator, in this thread's context, keeps freed buffers of 1 MiB or more
-# (at most 16 of them, 256 MiB in all) and hands them out again for the next
+# allocator, in this thread's context, keeps freed buffers of 128 KiB or more
+# (at most 32 of them, 256 MiB in all) and hands them out again for the next
 # array of the same size, instead of glibc's mmap and munmap of each one (a
 # page fault per 4 KiB on first touch: about 1 ms for an array of 1e6 floats,
 # and a gradient at that size makes five of them).  See _core_buffers.h.

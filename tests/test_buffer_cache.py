@@ -1,5 +1,5 @@
 """The cache of large array buffers (``_core_buffers.h``): numpy's data
-allocator in the importing thread keeps freed buffers of 1 MiB or more and
+allocator in the importing thread keeps freed buffers of 128 KiB or more and
 hands them out again.  These tests pin that reused buffers behave as fresh
 ones: ``np.zeros`` is zero, contents of one array never show in another that
 is alive, resizing works, and nothing changes the values of a gradient."""
@@ -12,7 +12,7 @@ import pytest
 import tapead as ta
 from tapead import _core
 
-BIG = 300_000          # 2.4 MB of float64: above the cache's 1 MiB threshold
+BIG = 300_000          # 2.4 MB of float64: above the cache's 128 KiB threshold
 
 cached = pytest.mark.skipif(np._core.multiarray.get_handler_name() != "tapead_buffer_cache",
                             reason="TAPEAD_BUFFER_CACHE=0: numpy's own allocator")
@@ -38,10 +38,10 @@ def test_zeros_from_a_reused_buffer_are_zero():
 
 @cached
 def test_live_arrays_never_share_a_buffer():
-    arrays = [np.full(BIG, float(k)) for k in range(20)]     # more than the cache holds
+    arrays = [np.full(BIG, float(k)) for k in range(40)]     # more than the cache holds
     del arrays[::2]
-    more = [np.full(BIG, -1.0) for _ in range(12)]
-    for k, a in zip(range(1, 20, 2), arrays):
+    more = [np.full(BIG, -1.0) for _ in range(24)]
+    for k, a in zip(range(1, 40, 2), arrays):
         assert np.all(a == k)
     assert all(np.all(m == -1.0) for m in more)
 
@@ -60,7 +60,7 @@ def test_smaller_request_and_resize():
 @cached
 def test_small_arrays_are_not_cached():
     before = dict(_core.buffer_cache_info())
-    a = np.empty(1000)
+    a = np.empty(10_000)          # 80 KB: under the threshold
     del a
     after = _core.buffer_cache_info()
     assert after["hits"] == before["hits"] and after["misses"] == before["misses"]
