@@ -10,6 +10,15 @@ B2  the same function vectorised on a float64 array: numpy evaluation alone,
 B3  raw reverse-sweep throughput of a recorded scalar tape (nodes per second)
     and its bytes per node.
 
+B2 at n = 1e6, measured under load (2 shared cores, other jobs running;
+pytest-benchmark minimum): numpy evaluation 6.58 ms, tapead value and
+gradient 11.2 ms (1.70x; 2.38x = 15.8 ms before the buffer cache, the fused
+slice cotangents and sin's product cotangent), torch 1 thread 11.3 ms,
+jax.jit 19.6 ms, autograd 31.8 ms.  The forward pass alone is about 8.2 ms of
+that (sin and cos in one sincos pass, 7.4 ms, the product and the sum); the
+reverse pass is two passes over memory: the cotangent of ``x[1:]`` written
+into a fresh gradient buffer, then ``g * cos`` added into its ``[:-1]`` view.
+
 Run the timings::
 
     python -m pytest benchmarks/bench_core.py --benchmark-enable

@@ -5,6 +5,12 @@ op (x[1:]) on shapes (3,) and (64, 64): raw numpy, tapead recording the op on
 a live tape, autograd and torch (when installed).  Run as a report with
 ``PYTHONPATH=. python benchmarks/bench_overhead.py``; as tests (pytest, with
 ``--benchmark-disable``) it checks the values only.
+
+Measured under load (2 shared cores, other jobs running), tapead minus numpy
+at (64, 64): exp 0.9 us, multiply 1.8 us, sum 0.6 us, getitem 1.1 us, the same
+as before within the noise.  tapead keeps every output on the tape, so its
+multiply writes fresh memory each call while numpy's loop reuses one warm
+buffer: part of the multiply's difference is that, not recording.
 """
 from __future__ import annotations
 

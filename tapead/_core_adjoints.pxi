@@ -37,9 +37,79 @@ cdef inline bint _is_traced_scatter(object c):
                                    type((<Scatter>c).g) is Batched)
 
 
+@cython.final
+cdef class _Product:
+    """A cotangent ``g * d`` (``-(g * d)`` with ``negate``) not formed yet: what
+    the VJP of sin or cos with its saved partner gives (``FAST_PARTNER``).  Kept
+    as the adjoint of a node that has none yet (``hobj`` 4); when that node is
+    ``x[idx]`` (a basic index) the sweep adds the product into x's adjoint in
+    one pass (``product_into_parent``), else it is formed with numpy's calls
+    (``materialize``), the numbers of the rule ``_times_saved``."""
+    cdef object g, d
+    cdef bint negate
+
+    cdef object materialize(self):
+        out = np.multiply(self.g, self.d)
+        return out if not self.negate else np.negative(out, out=out)
+
+
+cdef inline _Product new_product(object g, object d, bint negate):
+    cdef _Product p = _Product.__new__(_Product)
+    p.g = g
+    p.d = d
+    p.negate = negate
+    return p
+
+
+cdef extern from "_core_fused.h" nogil:
+    void tapead_add_product(double *out, const double *g, const double *d, long n,
+                            int negate)
+
+
+cdef inline bint _c_f64(object a) noexcept:
+    return (type(a) is np.ndarray and arr_type(a) == cnp.NPY_DOUBLE
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a))
+
+
+cdef bint product_into_parent(Tape tp, Py_ssize_t i, _Product prod, unsigned char *hobj,
+                              list oadj) except -1:
+    """Node ``i`` is ``x[idx]`` (basic index) with the product cotangent ``prod``
+    and x's adjoint is a float64 array this sweep owns: add ``g * d`` into its
+    ``idx`` view in one C pass (numpy's roundings: the product, then the sum).
+    False (nothing done) for anything else."""
+    cdef Record rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
+    cdef Py_ssize_t pid
+    if rec.prim is None or (<PrimitiveBase>rec.prim).fast_vjp != FAST_GETITEM or \
+            len(rec.parents) != 1 or rec.params is None:
+        return False
+    pid = rec.parents[0]
+    if pid < 0 or hobj[pid] != 2:
+        return False
+    cur = oadj[pid]
+    idx = rec.params.get("idx")
+    if type(cur) is not np.ndarray or arr_type(cur) != cnp.NPY_DOUBLE or idx is None \
+            or not _is_basic_index(idx):
+        return False
+    view = (<object>cur)[idx]
+    g, d = prod.g, prod.d
+    if not (_c_f64(view) and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>view) and _c_f64(g)
+            and _c_f64(d) and (<object>view).shape == (<object>g).shape
+            and (<object>d).shape == (<object>g).shape):
+        return False
+    cdef Py_ssize_t n = (<object>g).size
+    if n == 0:
+        return True
+    tapead_add_product(<double *>cnp.PyArray_DATA(<cnp.ndarray>view),
+                       <const double *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                       <const double *>cnp.PyArray_DATA(<cnp.ndarray>d), n, prod.negate)
+    return True
+
+
 cdef inline object _settle(object o):
-    """An adjoint as a value: pending traced scatters added up."""
+    """An adjoint as a value: pending traced scatters added up, a product formed."""
     cdef _PendingScatters p
+    if type(o) is _Product:
+        return (<_Product>o).materialize()
     if type(o) is not _PendingScatters:
         return o
     p = <_PendingScatters>o
@@ -51,12 +121,22 @@ cdef inline void _accumulate(Py_ssize_t j, object c, double *adj,
                              unsigned char *hobj, list oadj) except *:
     """adjoint[j] += c.  hobj[j]: 0 = float adjoint only, 1 = object adjoint
     that may be shared with another node, 2 = object adjoint this sweep owns
-    (updated in place), 3 = traced scatters pending (``_PendingScatters``)."""
+    (updated in place), 3 = traced scatters pending (``_PendingScatters``),
+    4 = a product not formed yet (``_Product``, the only cotangent so far)."""
     cdef object cur
     cdef _PendingScatters pend
     if isinstance(c, float):
         adj[j] += <double>c
         return
+    if type(c) is _Product:
+        if not hobj[j]:
+            oadj[j] = c
+            hobj[j] = 4
+            return
+        c = (<_Product>c).materialize()
+    if hobj[j] == 4:                       # a second cotangent: form the first
+        oadj[j] = (<_Product>oadj[j]).materialize()
+        hobj[j] = 2
     if hobj[j] == 3:
         pend = <_PendingScatters>oadj[j]
         if _is_traced_scatter(c):

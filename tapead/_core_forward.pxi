@@ -24,6 +24,13 @@ cdef class ForwardTrace(Trace):
                 t = mul_tangent((<Dual>x).ot, vals[1], (<Dual>y).ot, vals[0])
                 if t is not None:       # both products and their sum in one pass
                     return make_dual(self, ans, t)
+        elif (<PrimitiveBase>prim).fused_jvp == FUSED_JVP_POW and len(args) == 2:
+            x = args[0]
+            if type(x) is Dual and (<Dual>x).ftrace is self and (<Dual>x).op is not None \
+                    and not (type(args[1]) is Dual and (<Dual>args[1]).ftrace is self):
+                t = pow_tangent((<Dual>x).ot, vals[0], vals[1])
+                if t is not None:       # the power rule's products and tx * d in one pass
+                    return make_dual(self, ans, t)
         if (<PrimitiveBase>prim).linear:
             for k in range(len(args)):
                 x = args[k]
@@ -178,11 +185,11 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
             raise_batch_read(ans, f"{prim} under a transform started inside vmap")
     else:
         if prim.fwd_saved is not None and type(top) is Tape:
-            fused = prim.fwd_saved(*vals_t, **params)
+            fused = prim.fwd_saved(*vals_t, **params) if params else prim.fwd_saved(*vals_t)
             if fused is not None:       # value and residuals from one pass
                 return (<Tape>top)._process(prim, args, vals_t, (<tuple>fused)[0],
                                             params, (<tuple>fused)[1])
-        ans = prim.impl(*vals_t, **params)
+        ans = prim.impl(*vals_t, **params) if params else prim.impl(*vals_t)
     if not prim.complex_ok:
         check_complex_support(prim, vals_t, ans)
     if type(top) is Tape:

@@ -9,10 +9,38 @@
  * tapead_mul_tangent: the tangent of x * y for dual numbers, tx * y + ty * x,
  * the two products rounded and then added, as numpy computes them in three
  * passes (the build sets -ffp-contract=off, so no fused multiply-add changes
- * the bits). */
+ * the bits).
+ *
+ * tapead_pow_tangent / tapead_pow_partial_dual: the constant powers x**3 and
+ * x**4 under forward mode, each in one pass with numpy's roundings of the
+ * unfused rules.  The tangent of x**k is tx * d with d = k x**(k-1) formed as
+ * the power rule forms it (d = x*x; d = d*x for k = 4; d = d*k).  The partial
+ * k x**(k-1) of a dual x = (x, tx) -- the power's VJP rule under forward over
+ * reverse -- is the dual product chain 4.0 * (x*x*x), resp. 3.0 * (x*x):
+ * value as above, tangent ((tx*x + tx*x)*x + tx*(x*x)) * 4, resp.
+ * (tx*x + tx*x) * 3.
+ *
+ * tapead_add_product: out += g * d (or out += -(g * d)), the product rounded
+ * before the sum: numpy's np.multiply into a temporary, then np.add, in one
+ * pass without the temporary (the reverse step of sin(x[a:b]) into x's
+ * adjoint).
+ *
+ * tapead_tanh_vjp / tapead_tanh_vjp_f: the cotangent of tanh, (1 - a*a) * g
+ * from its output a, the three roundings of numpy's three calls in one pass
+ * (float64 and float32). */
 #ifndef TAPEAD_FUSED_H
 #define TAPEAD_FUSED_H
 #include <math.h>
+
+/* The array kernels below are also built for AVX2 (four doubles a step; no FMA:
+ * the "avx2" target does not enable it and -ffp-contract=off forbids
+ * contraction), picked at load time on CPUs that have it; elementwise
+ * products and sums round the same either way. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define TAPEAD_KERNEL static __attribute__((target_clones("avx2", "default"))) void
+#else
+#define TAPEAD_KERNEL static inline void
+#endif
 
 static inline void tapead_sincos(double x, double *s, double *c)
 {
@@ -24,7 +52,7 @@ static inline void tapead_sincos(double x, double *s, double *c)
 #endif
 }
 
-static inline void tapead_mul_tangent(const double *tx, const double *y, const double *ty,
+TAPEAD_KERNEL tapead_mul_tangent(const double *tx, const double *y, const double *ty,
                                       const double *x, double *out, long n)
 {
     long i;
@@ -32,6 +60,90 @@ static inline void tapead_mul_tangent(const double *tx, const double *y, const d
         double p = tx[i] * y[i];
         double q = ty[i] * x[i];
         out[i] = p + q;
+    }
+}
+
+TAPEAD_KERNEL tapead_pow_tangent(const double *tx, const double *x, double *out,
+                                      long n, int k)
+{
+    long i;
+    double fk = (double)k;
+    if (k == 4) {
+        for (i = 0; i < n; i++) {
+            double d = x[i] * x[i];
+            d = d * x[i];
+            d = d * fk;
+            out[i] = tx[i] * d;
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            double d = x[i] * x[i];
+            d = d * fk;
+            out[i] = tx[i] * d;
+        }
+    }
+}
+
+TAPEAD_KERNEL tapead_pow_partial_dual(const double *x, const double *tx, double *val,
+                                           double *tan, long n, int k)
+{
+    long i;
+    double fk = (double)k;
+    if (k == 4) {
+        for (i = 0; i < n; i++) {
+            double x2 = x[i] * x[i];
+            double p = tx[i] * x[i];
+            double t2 = p + p;
+            double x3 = x2 * x[i];
+            double a = t2 * x[i];
+            double b = tx[i] * x2;
+            val[i] = x3 * fk;
+            tan[i] = (a + b) * fk;
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            double x2 = x[i] * x[i];
+            double p = tx[i] * x[i];
+            val[i] = x2 * fk;
+            tan[i] = (p + p) * fk;
+        }
+    }
+}
+
+TAPEAD_KERNEL tapead_add_product(double *out, const double *g, const double *d,
+                                      long n, int negate)
+{
+    long i;
+    if (negate) {
+        for (i = 0; i < n; i++) {
+            double p = g[i] * d[i];
+            out[i] = out[i] + (-p);
+        }
+    } else {
+        for (i = 0; i < n; i++) {
+            double p = g[i] * d[i];
+            out[i] = out[i] + p;
+        }
+    }
+}
+
+TAPEAD_KERNEL tapead_tanh_vjp(const double *a, const double *g, double *out, long n)
+{
+    long i;
+    for (i = 0; i < n; i++) {
+        double d = a[i] * a[i];
+        d = 1.0 - d;
+        out[i] = d * g[i];
+    }
+}
+
+TAPEAD_KERNEL tapead_tanh_vjp_f(const float *a, const float *g, float *out, long n)
+{
+    long i;
+    for (i = 0; i < n; i++) {
+        float d = a[i] * a[i];
+        d = 1.0f - d;
+        out[i] = d * g[i];
     }
 }
 

@@ -13,6 +13,11 @@ cdef extern from "_core_fused.h" nogil:
     void tapead_sincos(double x, double *s, double *c)
     void tapead_mul_tangent(const double *tx, const double *y, const double *ty,
                             const double *x, double *out, long n)
+    void tapead_tanh_vjp(const double *a, const double *g, double *out, long n)
+    void tapead_tanh_vjp_f(const float *a, const float *g, float *out, long n)
+    void tapead_pow_tangent(const double *tx, const double *x, double *out, long n, int k)
+    void tapead_pow_partial_dual(const double *x, const double *tx, double *val,
+                                 double *tan, long n, int k)
 
 cdef enum:
     SINCOS_NOGIL = 4096          # release the GIL from this many elements on
@@ -98,6 +103,7 @@ def sincos_kernel_active():
 
 cdef enum:
     FUSED_JVP_MUL = 1           # x * y: tx * y + ty * x
+    FUSED_JVP_POW = 2           # x ** 3, x ** 4 (constant exponent): tx * (k x**(k-1))
 
 
 cdef inline bint _plain_f64(object a, object like):
@@ -132,4 +138,119 @@ def fused_mul_tangent(tx, y, ty, x):
     return mul_tangent(tx, y, ty, x)
 
 
-FUSED_JVP = {"mul": FUSED_JVP_MUL}
+# --------------------------------------------------------------------------
+# reverse mode: the cotangent of tanh from its output
+# --------------------------------------------------------------------------
+
+cdef object tanh_vjp(object a, object g):
+    """(1 - a*a) * g for C-contiguous arrays a, g of one shape and dtype
+    (float64 or float32) in one pass, numpy's three roundings; else None."""
+    cdef int t = arr_type(a)
+    if not ((t == cnp.NPY_DOUBLE or t == cnp.NPY_FLOAT) and arr_type(g) == t
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>g)
+            and cnp.PyArray_SAMESHAPE(<cnp.ndarray>a, <cnp.ndarray>g)):
+        return None
+    out = np.empty_like(a)
+    cdef Py_ssize_t n = (<object>a).size
+    if n == 0:
+        return out
+    if t == cnp.NPY_DOUBLE:
+        if n >= SINCOS_NOGIL:
+            with nogil:
+                tapead_tanh_vjp(<const double *>cnp.PyArray_DATA(<cnp.ndarray>a),
+                                <const double *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                                <double *>cnp.PyArray_DATA(<cnp.ndarray>out), n)
+        else:
+            tapead_tanh_vjp(<const double *>cnp.PyArray_DATA(<cnp.ndarray>a),
+                            <const double *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                            <double *>cnp.PyArray_DATA(<cnp.ndarray>out), n)
+    else:
+        tapead_tanh_vjp_f(<const float *>cnp.PyArray_DATA(<cnp.ndarray>a),
+                          <const float *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                          <float *>cnp.PyArray_DATA(<cnp.ndarray>out), n)
+    return out
+
+
+def fused_tanh_vjp(a, g):
+    """``(1 - a*a) * g`` in one pass (the cotangent of tanh from its output ``a``)
+    for C-contiguous float64 or float32 arrays of one shape, else None."""
+    if type(a) is not np.ndarray or type(g) is not np.ndarray:
+        return None
+    return tanh_vjp(a, g)
+
+
+cdef inline int _small_power(object y) noexcept:
+    """3 or 4 for a Python int or float exponent equal to it, else 0."""
+    if type(y) is int or type(y) is float:
+        if y == 3:
+            return 3
+        if y == 4:
+            return 4
+    return 0
+
+
+cdef object pow_tangent(object tx, object x, object y):
+    """The tangent of x ** y for y = 3 or 4 (Python numbers) and float64
+    C-contiguous arrays tx, x of one shape: tx * (y x**(y-1)) in one pass,
+    the rule's roundings (else None)."""
+    cdef int k = _small_power(y)
+    if k == 0 or not (type(x) is np.ndarray and arr_type(x) == cnp.NPY_DOUBLE
+                      and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x)
+                      and _plain_f64(tx, x)):
+        return None
+    out = np.empty_like(x)
+    cdef Py_ssize_t n = (<object>x).size
+    if n == 0:
+        return out
+    cdef const double[::1] txv = tx.reshape(-1), xv = x.reshape(-1)
+    cdef double[::1] ov = out.reshape(-1)
+    with nogil:
+        tapead_pow_tangent(&txv[0], &xv[0], &ov[0], n, k)
+    return out
+
+
+def fused_pow_tangent(tx, x, y):
+    """``tx * (y * x**(y-1))`` for ``y`` 3 or 4 in one pass (float64 C-contiguous
+    arrays of one shape), else None: the tangent of ``x ** y``."""
+    return pow_tangent(tx, x, y)
+
+
+def pow_partial_dual(x, y):
+    """``y * x**(y-1)`` of a dual number ``x`` of float64 C-contiguous arrays,
+    for ``y`` 3 or 4, in one pass (value and tangent with the roundings of the
+    dual products ``4.0 * (x*x*x)`` / ``3.0 * (x*x)``); None for anything else.
+
+    Parameters
+    ----------
+    x : Dual
+        Primal and tangent float64 C-contiguous arrays of one shape.
+    y : int or float
+
+    Returns
+    -------
+    Dual or None
+    """
+    cdef int k = _small_power(y)
+    cdef Dual d
+    if k == 0 or type(x) is not Dual:
+        return None
+    d = <Dual>x
+    p, t = d.op, d.ot
+    if not (type(p) is np.ndarray and arr_type(p) == cnp.NPY_DOUBLE
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>p) and arr_ndim(p) > 0
+            and _plain_f64(t, p)):
+        return None
+    val = np.empty_like(p)
+    tan = np.empty_like(p)
+    cdef Py_ssize_t n = (<object>p).size
+    if n == 0:
+        return new_dual(d.ftrace, 0.0, 0.0, val, tan)
+    cdef const double[::1] pv = p.reshape(-1), tv = t.reshape(-1)
+    cdef double[::1] vv = val.reshape(-1), wv = tan.reshape(-1)
+    with nogil:
+        tapead_pow_partial_dual(&pv[0], &tv[0], &vv[0], &wv[0], n, k)
+    return new_dual(d.ftrace, 0.0, 0.0, val, tan)
+
+
+FUSED_JVP = {"mul": FUSED_JVP_MUL, "pow": FUSED_JVP_POW}

@@ -111,6 +111,8 @@ cdef object prim_vjp(PrimitiveBase p, int k, object g, object ans, tuple saved,
     if k < len(p.vjps):
         rule = p.vjps[k]
     if rule is not None:
+        if not params:                  # no keyword dict to build
+            return rule(g, ans, *saved)
         return rule(g, ans, *saved, **params)
     if p.vjp_any is not None:
         return p.vjp_any(k, g, ans, *saved, **params)
@@ -158,8 +160,37 @@ cdef class Scatter:
 
     def dense(self):
         """The cotangent as an array (zeros with ``g`` added at ``idx``)."""
+        cdef object out = self._dense_rows()
+        if out is not None:
+            return out
         out = np.zeros(self.shape, dtype=self.dtype)
         self.add_into(out)
+        return out
+
+    cdef object _dense_rows(self):
+        """``dense()`` of a slice of leading rows (``x[a:b]``, the VJP of a shifted
+        window) in one pass: ``g + 0.0`` written into the rows (the bits of
+        ``0.0 + g``, signed zeros included) and only the other rows zeroed; None
+        for other indices."""
+        cdef object idx = self.idx, g = self.g
+        cdef Py_ssize_t start, stop, step, n
+        if type(idx) is tuple and len(<tuple>idx) == 1:
+            idx = (<tuple>idx)[0]
+        if type(idx) is not slice or not self.shape or type(g) is not np.ndarray or \
+                (<object>g).dtype != self.dtype or \
+                cnp.PyTypeNum_ISCOMPLEX(arr_type(g)) or \
+                not cnp.PyTypeNum_ISFLOAT(arr_type(g)):
+            return None
+        n = self.shape[0]
+        start, stop, step = (<slice>idx).indices(n)
+        if step != 1 or stop < start or (<object>g).shape != (stop - start,) + self.shape[1:]:
+            return None
+        out = np.empty(self.shape, dtype=self.dtype)
+        if start > 0:
+            out[:start] = 0
+        if stop < n:
+            out[stop:] = 0
+        np.add(g, 0.0, out=out[start:stop])
         return out
 
 
@@ -175,9 +206,11 @@ cdef enum:
     FAST_TANH = 3       # tanh: g * (1 - ans**2)
     FAST_MATMUL = 4     # 2-d matmul: g @ b.T and a.T @ g
     FAST_PACK = 5       # stack of scalars: element k of g to parent k (the sweep's own loop)
+    FAST_PARTNER = 6    # sin, cos with the partner saved: g * c, -(g * s), left as a product
+    FAST_GETITEM = 7    # x[idx]: a product cotangent added into x's adjoint in one pass
 
 FAST_VJP = {"pass": FAST_PASS, "sub": FAST_SUB, "tanh": FAST_TANH, "matmul": FAST_MATMUL,
-            "pack": FAST_PACK}
+            "pack": FAST_PACK, "partner": FAST_PARTNER, "getitem": FAST_GETITEM}
 
 cdef object _NOFAST = object()
 cdef object _np_multiply = np.multiply
@@ -218,10 +251,23 @@ cdef object fast_vjp(int kind, int k, object g, Record rec):
         a = rec.ans
         if type(a) is np.ndarray and (<object>a).shape == (<object>g).shape and \
                 (<object>a).dtype is (<object>g).dtype:
+            d = tanh_vjp(a, g)          # one C pass for C-contiguous float64/float32
+            if d is not None:
+                return d
             d = _np_multiply(a, a)
             _np_subtract(1.0, d, out=d)
             _np_multiply(d, g, out=d)
             return d
+        return _NOFAST
+    if kind == FAST_PARTNER:
+        # saved = (x's shape, partner) when the forward pass kept the partner
+        # (sin: cos x; cos: sin x); the product is formed when it is added
+        if len(rec.saved) == 2:
+            d = rec.saved[1]
+            if arr_type(g) == cnp.NPY_DOUBLE and type(d) is np.ndarray and \
+                    arr_type(d) == cnp.NPY_DOUBLE and \
+                    cnp.PyArray_SAMESHAPE(<cnp.ndarray>g, <cnp.ndarray>d):
+                return new_product(g, d, (<PrimitiveBase>rec.prim).name == "cos")
         return _NOFAST
     if kind == FAST_MATMUL:
         a = rec.saved[0]

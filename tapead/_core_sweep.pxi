@@ -15,6 +15,11 @@ cdef Py_ssize_t sweep_mixed(Tape tp, Py_ssize_t top, double *adj, unsigned char 
     for i in range(top, -1, -1):
         o = tp.op[i]
         if o == OP_OBJ:
+            if hobj[i] == 4 and adj[i] == 0.0 and \
+                    product_into_parent(tp, i, <_Product>oadj[i], hobj, oadj):
+                oadj[i] = None
+                steps += 1
+                continue
             if hobj[i]:
                 gobj = _settle(oadj[i])
                 if adj[i] != 0.0:

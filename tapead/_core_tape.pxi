@@ -210,7 +210,7 @@ cdef class Tape(Trace):
             i = self.push(OP_INPUT, -1, -1, <double>float(value), 0.0, 0.0)
             self.inputs.append(i)
             return new_tracer(self, i, <double>float(value), None)
-        rec = Record()
+        rec = Record.__new__(Record)
         rec.prim = None
         rec.parents = ()
         rec.ans = value
@@ -231,7 +231,7 @@ cdef class Tape(Trace):
                 self.inputs.append(i)
                 out.append(new_tracer(self, i, d, None))
             elif type(v) is np.ndarray and (<object>v).ndim:
-                rec = Record()          # an array leaf, as input() makes it
+                rec = Record.__new__(Record)          # an array leaf, as input() makes it
                 rec.prim = None
                 rec.parents = ()
                 rec.ans = v
@@ -248,7 +248,7 @@ cdef class Tape(Trace):
 
     cdef object _process(self, PrimitiveBase prim, tuple args, tuple vals, object ans,
                          dict params, object saved=None):
-        cdef Record rec = Record()
+        cdef Record rec = Record.__new__(Record)
         cdef Py_ssize_t i, k, n = len(args)
         cdef list parents, consts
         cdef object x
@@ -297,13 +297,13 @@ cdef class Tape(Trace):
         cdef Record rec
         if not (type(x) is Tracer and (<Tracer>x).tape is self):
             return
-        rec = Record()
+        rec = Record.__new__(Record)
         rec.prim = None
         rec.info = ("fn", (<Tracer>x).idx, fn, result, what)
         self.push_record(OP_GUARD, rec, 0.0)
 
     cdef guard(self, int code, object x, object y, object result):
-        cdef Record rec = Record()
+        cdef Record rec = Record.__new__(Record)
         rec.prim = None
         rec.info = (code,
                     (<Tracer>x).idx if type(x) is Tracer and (<Tracer>x).tape is self else -1,

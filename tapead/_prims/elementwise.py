@@ -159,6 +159,9 @@ _divided(log10, lambda x, a: x * LN10)
 tanh.prim.fast_vjp = _core.FAST_VJP["tanh"]
 sin.prim.fwd_saved, sin.prim.vjps = _sin_fwd, [_sin_vjp]
 cos.prim.fwd_saved, cos.prim.vjps = _cos_fwd, [_cos_vjp]
+# the sweep's shortcut of _sin_vjp / _cos_vjp with the partner saved: the product is
+# formed where it is added (into x's adjoint through x[a:b] in one pass), same numbers
+sin.prim.fast_vjp = cos.prim.fast_vjp = _core.FAST_VJP["partner"]
 
 #: holomorphic functions: the same rules hold for complex values (JAX's convention:
 #: the cotangent of z is multiplied by f'(z), not its conjugate)
@@ -219,6 +222,12 @@ def _pow_dx(x, y, ans):
             if y == 4:
                 np.multiply(d, x, out=d)
             return np.multiply(d, float(y), out=d)
+        if y == 3 or y == 4:
+            # a dual of float64 arrays (forward over reverse): value and tangent
+            # of the products below in one pass, the same roundings
+            d = _core.pow_partial_dual(x, y) if type(x) is _core.Dual else None
+            if d is not None:
+                return d
         if y == 3:
             return 3.0 * (x * x)
         if y == 4:
@@ -280,6 +289,7 @@ minimum = _binary("minimum", np.minimum, _min_dx, lambda x, y, a: 1.0 - _min_dx(
 multiply.prim.defvjp(lambda g, ans, x, y: unbroadcast(x, _times(g, y)),
                      lambda g, ans, x, y: unbroadcast(y, _times(g, x)))
 multiply.prim.fused_jvp = _core.FUSED_JVP["mul"]   # forward mode: tx*y + ty*x in one C pass
+power.prim.fused_jvp = _core.FUSED_JVP["pow"]      # x**3, x**4: tx * (k x**(k-1)) in one pass
 multiply.prim.defsparsity(patterns.PRODUCT)  # a constant factor's zeros cut the dependence
 
 for _f in (add, subtract, multiply, divide, power):
