@@ -12,7 +12,7 @@ B3  raw reverse-sweep throughput of a recorded scalar tape (nodes per second)
 
 B2 at n = 1e6, measured under load (2 shared cores, other jobs running;
 pytest-benchmark minimum): numpy evaluation 6.58 ms, tapead value and
-gradient 11.2 ms (1.70x; 2.38x = 15.8 ms before the buffer cache, the fused
+gradient 11.2 ms (1.70x; 2.38x = 15.8 ms before the memory pool, the fused
 slice cotangents and sin's product cotangent), torch 1 thread 11.3 ms,
 jax.jit 19.6 ms, autograd 31.8 ms.  The forward pass alone is about 8.2 ms of
 that (sin and cos in one sincos pass, 7.4 ms, the product and the sum); the

@@ -462,7 +462,6 @@ def array_conversion_message(object x=None, object dtype=None):
 
 include "_core_prim.pxi"
 include "_core_fused.pxi"
-include "_core_buffers.pxi"
 include "_core_ufuncs.pxi"
 include "_core_tape.pxi"
 include "_core_sweep.pxi"
