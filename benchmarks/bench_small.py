@@ -33,8 +33,9 @@ import pytest
 import tapead as ta
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_core import (  # noqa: E402  (B1's loops, closed form and autograd case)
-    exact_value_and_grad as exact, loop_math, loop_np, loop_tnp, make_autograd_b1)
+from bench_core import (  # noqa: E402  (B1's loops, closed form, autograd case, helpers)
+    _bench, _slow, exact_value_and_grad as exact, loop_math, loop_np, loop_tnp,
+    make_autograd_b1)
 
 S1_SIZES = [1000, 10_000]
 S2_SIZES = [2, 4, 8, 16, 32, 64]
@@ -189,18 +190,6 @@ def make_torch_rk4():
 
 
 # ---- pytest-benchmark ---------------------------------------------------------------
-
-def _slow(benchmark, reason: str) -> None:
-    if benchmark.disabled:
-        pytest.skip(f"{reason}; runs with --benchmark-enable")
-
-
-def _bench(benchmark, fn, *args, rounds: int | None = None):
-    if rounds is not None and not benchmark.disabled:
-        return benchmark.pedantic(fn, args=args, rounds=rounds, iterations=1,
-                                  warmup_rounds=1)
-    return benchmark(fn, *args)
-
 
 @pytest.mark.parametrize("n", S1_SIZES)
 def test_s1_plain_loop_on_the_array(benchmark, n):

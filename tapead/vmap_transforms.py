@@ -25,7 +25,7 @@ lane by lane (correct, slower).
 """
 from __future__ import annotations
 
-from typing import Any, List
+from typing import List
 
 import numpy as np
 
@@ -87,6 +87,17 @@ def _is_leaf_array(x) -> bool:
     return isinstance(x, (Box, np.ndarray, float, int, np.generic))
 
 
+def _of_differentiated(mapped, args, nums):
+    """``mapped`` as a function of the differentiated arguments ``nums`` only
+    (the others fixed at ``args``)."""
+    def of_diff(*diff):
+        full = list(args)
+        for k, d in zip(nums, diff):
+            full[k] = d
+        return mapped(*full)
+    return of_diff
+
+
 def _grad_rewrite(f, args, in_axes, n):
     fun, argnums, has_aux, holomorphic, kind, _ = f._tapead_grad
     nums = _nums(argnums, len(args))
@@ -134,13 +145,7 @@ def _jac_rewrite(f, args, in_axes, n):
     if new is None:
         return NotImplemented
     single = isinstance(argnums, (int, np.integer))
-    mapped = vmap(fun, in_axes=axes)
-
-    def of_diff(*diff):
-        full = list(new)
-        for k, d in zip(nums, diff):
-            full[k] = d
-        return mapped(*full)
+    of_diff = _of_differentiated(vmap(fun, in_axes=axes), new, nums)
     diff = tuple(new[k] for k in nums)
     in_flat = [tree_flatten(d) for d in diff]
     if kind == "jacrev":
@@ -174,9 +179,9 @@ def _join(cols, n, oshape, ishape, last):
     """Columns (one per element of a lane's input, or rows per element of a lane's
     output) stacked into (n,) + oshape + ishape."""
     if any(isinstance(c, Box) for c in cols):
-        st, rs, mv = stack, reshape, moveaxis
+        st, rs = stack, reshape
     else:
-        st, rs, mv = np.stack, np.reshape, np.moveaxis
+        st, rs = np.stack, np.reshape
         cols = [np.asarray(c) for c in cols]
     if not cols:
         return np.zeros((n,) + oshape + ishape)
@@ -241,13 +246,7 @@ def _jacfwd_blocks(fun, new, axes, nums, in_flat, has_aux, n):
     if B > 1:
         args = [_repeated(a, axes[i], B) if axes[i] is not None else a
                 for i, a in enumerate(new)]
-    mapped = vmap(fun, in_axes=axes)
-
-    def of_diff(*diff):
-        full = list(args)
-        for k, d in zip(nums, diff):
-            full[k] = d
-        return mapped(*full)
+    of_diff = _of_differentiated(vmap(fun, in_axes=axes), args, nums)
     diff = tuple(args[k] for k in nums)
     diff_flat = [tree_flatten(d) for d in diff]
     cols: dict = {}                          # (output leaf, k, m) -> columns, one per j
