@@ -101,6 +101,37 @@ cdef inline double read_flat(cnp.ndarray a, Py_ssize_t flat) noexcept:
     return (<double *>p)[0]
 
 
+cdef enum:
+    ELEM_CACHE_MAX = 1 << 16    # arrays up to this size keep one node per element
+
+
+cdef Tracer _element_node(Tape tp, Py_ssize_t arr_id, cnp.ndarray arr, Py_ssize_t flat,
+                          double v):
+    """The element node of ``arr[flat]`` (array node ``arr_id``): recorded on
+    the first read, the same node on every later one (``x[i]`` and
+    ``x[i + 1]`` in a loop read each element twice), so a replay reads and a
+    sweep scatters each element once."""
+    cdef Py_ssize_t nid, size = cnp.PyArray_SIZE(arr)
+    cdef cnp.ndarray ids
+    if tp.en_array != arr_id:
+        if size > ELEM_CACHE_MAX:
+            return tp.push_scalar(OP_ELEM, arr_id, flat, v, 1.0, 0.0)
+        if tp.elem_nodes is None:
+            tp.elem_nodes = {}
+        ids = tp.elem_nodes.get(arr_id)
+        if ids is None:
+            ids = np.full(size, -1, dtype=np.int32)
+            tp.elem_nodes[arr_id] = ids
+        tp.en_array = arr_id
+        tp.en_ids = <int32_t *>cnp.PyArray_DATA(ids)
+    nid = tp.en_ids[flat]
+    if nid >= 0:
+        return new_tracer(tp, nid, v, None)
+    nid = tp.push(OP_ELEM, arr_id, flat, v, 1.0, 0.0)
+    tp.en_ids[flat] = <int32_t>nid
+    return new_tracer(tp, nid, v, None)
+
+
 cdef object box_getitem(object x, object idx):
     """``x[idx]`` of a box: an element node (tracers) or an unboxed dual
     (duals) when ``idx`` picks one element of a float64 array, else the
@@ -119,7 +150,7 @@ cdef object box_getitem(object x, object idx):
             if rec is not None and <Py_ssize_t>rec.parents[flat] >= 0:
                 # an element of a stack of scalars is that scalar's node
                 return new_tracer(t.tape, <Py_ssize_t>rec.parents[flat], v, None)
-            return t.tape.push_scalar(OP_ELEM, t.idx, flat, v, 1.0, 0.0)
+            return _element_node(t.tape, t.idx, <cnp.ndarray>t.oval, flat, v)
         if type(idx) is slice and t.oval is not None:
             r = small_slice(t, idx)
             if r is not None:

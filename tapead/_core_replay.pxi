@@ -2,6 +2,13 @@
 # inputs (included by _core.pyx after _core_tape.pxi).
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS
+from cpython.ref cimport PyObject
+
+cdef extern from *:
+    """
+    static inline Py_ssize_t tapead_refcount(PyObject *o) { return Py_REFCNT(o); }
+    """
+    Py_ssize_t _refcount "tapead_refcount"(PyObject *o) nogil
 
 
 cdef object tape_forward_sweep(Tape tp, seeds, outputs, Py_ssize_t K):
@@ -247,6 +254,184 @@ cdef inline bint _same_shape(object x, object y):
     return np.shape(x) == np.shape(y)
 
 
+cdef enum:
+    # how a replay computes each node (``Tape.replay_kinds``)
+    RK_PYTHON = 0           # Python: an object node's primitive, a guard
+    RK_SCALAR = 1           # a scalar op (C kernel)
+    RK_ELEM = 2             # an element of an array node
+    RK_PACK = 3             # a 1-d float64 stack of scalar nodes (a small vector) ...
+    RK_LAZY = 4             # ... that no node reads: written when its value is asked for
+
+
+cdef const unsigned char *_replay_kinds(Tape tp) except NULL:
+    """Each node's replay kind, worked out once per recording (a tape only
+    grows, so a plan of the right length is current); runs of the C kinds
+    replay in ``_replay_run`` without a Python step per node.
+
+    A small vector packed from scalar nodes that no later node reads (the
+    scalar code after it took its elements, which are its parents) is
+    ``RK_LAZY``: a replay leaves its array stale (``Tape.lazy_stale``) and
+    ``Tape.value``, ``Tape.record``, the sweeps and the forward sweep write it
+    from its scalars before anything reads it.
+    """
+    cdef Py_ssize_t i, k, nn = tp.n
+    cdef int o
+    cdef unsigned char *kd
+    cdef Record rec
+    if tp.replay_kinds is not None and len(tp.replay_kinds) == nn + 1:
+        return <const unsigned char *>(<char *>tp.replay_kinds)
+    settle_all_lazy(tp)             # nodes were added since the last plan
+    plan = bytearray(nn + 1)        # one spare byte: a 0-node tape has a valid pointer
+    read = bytearray(nn + 1)        # read[i]: some node reads node i's value
+    kd = plan
+    tp.n_lazy = 0
+    for i in range(nn):
+        o = tp.op[i]
+        if o >= FIRST_BINARY:
+            kd[i] = RK_SCALAR
+        elif o == OP_ELEM:
+            kd[i] = RK_ELEM
+            read[tp.a[i]] = 1
+        elif o == OP_OBJ or o == OP_GUARD:
+            rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
+            for k in _record_reads(rec):
+                if 0 <= k < nn:
+                    read[k] = 1
+            if o == OP_OBJ and _packs_scalars(tp, rec):
+                kd[i] = RK_PACK
+    for i in range(nn):
+        if kd[i] == RK_PACK and not read[i]:
+            kd[i] = RK_LAZY
+            tp.n_lazy += 1
+    tp.replay_kinds = plan
+    return <const unsigned char *>(<char *>tp.replay_kinds)
+
+
+cdef object _record_reads(Record rec):
+    """The node ids whose values object node or guard ``rec`` reads on replay."""
+    info = rec.info
+    if rec.prim is None and type(info) is tuple:
+        if len(<tuple>info) == 5 and (<tuple>info)[0] == "fn":
+            return ((<tuple>info)[1],)
+        if len(<tuple>info) == 6:
+            return ((<tuple>info)[1], (<tuple>info)[2])
+    return rec.parents if rec.parents is not None else ()
+
+
+cdef bint _packs_scalars(Tape tp, Record rec):
+    """Whether object node ``rec`` is a small vector packed from scalar nodes:
+    a ``stack`` along axis 0 of nodes whose values live in ``tp.val``."""
+    cdef object old = rec.ans
+    cdef tuple parents = rec.parents
+    cdef Py_ssize_t k, pid, n = len(parents)
+    cdef int o
+    if rec.prim is not _STACK_PRIM or n == 0:
+        return False
+    if not (cnp.PyArray_CheckExact(old) and cnp.PyArray_NDIM(<cnp.ndarray>old) == 1
+            and cnp.PyArray_TYPE(<cnp.ndarray>old) == cnp.NPY_DOUBLE
+            and cnp.PyArray_DIM(<cnp.ndarray>old, 0) == n):
+        return False
+    if rec.params.get("real", ()) or rec.params.get("axis", 0) != 0:
+        return False
+    for k in range(n):
+        pid = <Py_ssize_t>parents[k]
+        if pid < 0:
+            return False
+        o = tp.op[pid]
+        if not (o >= FIRST_BINARY or o == OP_ELEM or o == OP_INPUT):
+            return False
+    return True
+
+
+cdef int _write_pack(Tape tp, Record rec) except -1:
+    """A pack's array from its scalars' values: written in place when the
+    record holds the only reference (nobody can see the old value change),
+    else a new array."""
+    cdef tuple parents = rec.parents
+    cdef Py_ssize_t q, m = len(parents)
+    cdef cnp.npy_intp dim
+    cdef double *data
+    if _refcount(<PyObject *>rec.ans) == 1 and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>rec.ans) \
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>rec.ans):
+        data = <double *>cnp.PyArray_DATA(<cnp.ndarray>rec.ans)
+    else:
+        dim = m
+        out = cnp.PyArray_EMPTY(1, &dim, cnp.NPY_DOUBLE, 0)
+        data = <double *>cnp.PyArray_DATA(<cnp.ndarray>out)
+        rec.ans = out
+    for q in range(m):
+        data[q] = tp.val[<Py_ssize_t>parents[q]]
+    return 0
+
+
+cdef int settle_lazy(Tape tp, Py_ssize_t i) except -1:
+    """Write node ``i``'s array if it is a small vector a replay left stale."""
+    if tp.lazy_stale and 0 <= i < len(tp.replay_kinds) - 1 and tp.op[i] == OP_OBJ and \
+            (<unsigned char *>(<char *>tp.replay_kinds))[i] == RK_LAZY:
+        _write_pack(tp, <Record>tp.recs[<Py_ssize_t>tp.p0[i]])
+    return 0
+
+
+cdef int settle_all_lazy(Tape tp) except -1:
+    """Write every small vector a replay left stale (before a pass that reads
+    object nodes' values directly)."""
+    cdef Py_ssize_t i
+    cdef const unsigned char *kd
+    if not tp.lazy_stale:
+        return 0
+    kd = <const unsigned char *>(<char *>tp.replay_kinds)
+    for i in range(len(tp.replay_kinds) - 1):
+        if kd[i] == RK_LAZY:
+            _write_pack(tp, <Record>tp.recs[<Py_ssize_t>tp.p0[i]])
+    tp.lazy_stale = False
+    return 0
+
+
+cdef int _replay_run(Tape tp, const unsigned char *kind, Py_ssize_t i, Py_ssize_t j,
+                     bint partials) except -1:
+    """Replay nodes i..j-1, all of the C kinds: scalar ops in
+    ``replay_scalar_run`` (without the GIL when long), elements read from
+    their array's new value (the last array's data pointer kept), packs
+    written from their scalars (``_write_pack``), lazy packs left stale."""
+    cdef Py_ssize_t s = i, k, src = -1
+    cdef unsigned char kk
+    cdef cnp.ndarray arr
+    cdef char *base = NULL
+    cdef bint contiguous = False
+    cdef Py_ssize_t size = 0
+    for k in range(i, j + 1):
+        kk = kind[k] if k < j else RK_PYTHON
+        if kk == RK_SCALAR:
+            continue
+        if k - s >= NOGIL_RUN:
+            with nogil:
+                replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, s, k, partials)
+        elif k > s:
+            replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, s, k, partials)
+        s = k + 1
+        if kk == RK_ELEM:
+            if tp.a[k] != src:
+                v = tp.value(tp.a[k])
+                if not (cnp.PyArray_CheckExact(v) and
+                        cnp.PyArray_TYPE(<cnp.ndarray>v) == cnp.NPY_DOUBLE and
+                        cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>v)):
+                    replay_element(tp, k)        # raises its error
+                arr = <cnp.ndarray>v
+                src = tp.a[k]
+                base = cnp.PyArray_BYTES(arr)
+                contiguous = cnp.PyArray_IS_C_CONTIGUOUS(arr)
+                size = cnp.PyArray_SIZE(arr)
+            if tp.b[k] >= size:
+                replay_element(tp, k)            # raises its error
+            elif contiguous:
+                tp.val[k] = (<double *>base)[tp.b[k]]
+            else:
+                tp.val[k] = read_flat(arr, tp.b[k])
+        elif kk == RK_PACK:
+            _write_pack(tp, <Record>tp.recs[<Py_ssize_t>tp.p0[k]])
+    return 0
+
+
 cdef object replay_nodes(Tape tp, bint partials):
     """Re-evaluate every node from the values of the input nodes.
 
@@ -260,20 +445,18 @@ cdef object replay_nodes(Tape tp, bint partials):
     cdef Record rec
     cdef tuple parents, consts
     cdef list argl
+    cdef const unsigned char *kind = _replay_kinds(tp)
     tp.partials_stale = True        # until the loop ends (a guard may stop it midway)
+    tp.lazy_stale = tp.n_lazy > 0
     while i < nn:
-        o = tp.op[i]
-        if o >= FIRST_BINARY:
+        if kind[i] != RK_PYTHON:
             j = i + 1
-            while j < nn and tp.op[j] >= FIRST_BINARY:
+            while j < nn and kind[j] != RK_PYTHON:
                 j += 1
-            if j - i >= NOGIL_RUN:
-                with nogil:
-                    replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, i, j, partials)
-            else:
-                replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, i, j, partials)
+            _replay_run(tp, kind, i, j, partials)
             i = j
             continue
+        o = tp.op[i]
         if o == OP_OBJ:
             rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
             if rec.prim is _STACK_PRIM and _replay_pack(tp, rec):
@@ -308,8 +491,6 @@ cdef object replay_nodes(Tape tp, bint partials):
                     rec.saved = rec.prim.save(args, ans)
                 if isinstance(ans, float):
                     tp.val[i] = ans
-        elif o == OP_ELEM:
-            replay_element(tp, i)
         elif o == OP_GUARD:
             check_guard(tp, i)
         i += 1
@@ -404,7 +585,8 @@ cdef object tape_replay(Tape tp, new_inputs, bint partials):
     differently (the recorded program would not be the one that runs).
     """
     cdef Record rec
-    new_inputs = list(new_inputs)
+    if type(new_inputs) is not list:
+        new_inputs = list(new_inputs)
     if len(new_inputs) != len(tp.inputs):
         raise TapeReplayError(
             f"the tape has {len(tp.inputs)} inputs but {len(new_inputs)} "
@@ -419,6 +601,11 @@ cdef object tape_replay(Tape tp, new_inputs, bint partials):
             tp.val[nid] = float(value)
         else:
             rec = tp.recs[<Py_ssize_t>tp.p0[nid]]
+            if type(value) is np.ndarray and type(rec.ans) is np.ndarray and \
+                    (<object>value).dtype is (<object>rec.ans).dtype and \
+                    (<object>value).shape == (<object>rec.ans).shape:
+                rec.ans = value         # the common case: an array of the recorded kind
+                continue
             value = np.asarray(value)
             if np.shape(value) != np.shape(rec.ans):
                 raise TapeReplayError(

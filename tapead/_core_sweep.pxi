@@ -1,6 +1,9 @@
 # The steps of the reverse sweep over a tape whose adjoints are not all floats
 # (included by _core.pyx after _core_tape.pxi; Tape.backward calls them).
 
+from cpython.list cimport PyList_GET_ITEM
+from cpython.ref cimport PyObject
+
 
 cdef Py_ssize_t sweep_mixed(Tape tp, Py_ssize_t top, double *adj, unsigned char *hobj,
                             list oadj) except -1:
@@ -30,7 +33,14 @@ cdef Py_ssize_t sweep_mixed(Tape tp, Py_ssize_t top, double *adj, unsigned char 
                 continue
             steps += reverse_record(tp, i, gobj, adj, hobj, oadj)
         elif o == OP_ELEM:
-            steps += elem_reverse(tp, i, adj, hobj, oadj, tgt)
+            if not hobj[i] and tgt.pid == tp.a[i] and \
+                    <PyObject *>PyList_GET_ITEM(oadj, tgt.pid) == <PyObject *>tgt.obj:
+                g = adj[i]          # the common case inline: into the array adjoint in hand
+                if g != 0.0:
+                    tgt.data[tp.b[i]] += g
+                    steps += 1
+            else:
+                steps += elem_reverse(tp, i, adj, hobj, oadj, tgt)
         elif hobj[i]:
             gobj = _settle(oadj[i])
             if adj[i] != 0.0:

@@ -121,6 +121,12 @@ cdef class Tape(Trace):
     cdef bint sweeping
     cdef readonly bint partials_stale   # last replay computed values only
     cdef dict elem_ids              # array node id -> its element nodes' ids (small vectors)
+    cdef bytearray replay_kinds     # per node, how a replay computes it (_core_replay.pxi)
+    cdef Py_ssize_t n_lazy          # small vectors no node reads (RK_LAZY) ...
+    cdef bint lazy_stale            # ... left stale by the last replay
+    cdef dict elem_nodes            # array node id -> int32 array: its elements' node ids
+    cdef Py_ssize_t en_array        # the last array indexed, and its entry's data
+    cdef int32_t *en_ids
 
     def __cinit__(self, Py_ssize_t capacity=256):
         if capacity < 16:
@@ -145,6 +151,8 @@ cdef class Tape(Trace):
             raise MemoryError("cannot allocate a tape")
         self.recs = []
         self.inputs = []
+        self.en_array = -1
+        self.en_ids = NULL
 
     def __dealloc__(self):
         if SPARE_MIN <= self.cap <= SPARE_MAX and self.cap > _spare.cap and self.op \
@@ -323,6 +331,8 @@ cdef class Tape(Trace):
         if i < 0 or i >= self.n:
             raise IndexError(f"node {i} is not on this tape of {self.n} nodes")
         if self.op[i] == OP_OBJ:
+            if self.lazy_stale:
+                settle_lazy(self, i)
             return (<Record>self.recs[<Py_ssize_t>self.p0[i]]).ans
         return self.val[i]
 
@@ -350,6 +360,7 @@ cdef class Tape(Trace):
         """The ``Record`` of object node ``i``."""
         if self.op[i] not in (OP_OBJ, OP_GUARD):
             raise ValueError(f"node {i} is a scalar node; it has no record")
+        settle_lazy(self, i)
         return self.recs[<Py_ssize_t>self.p0[i]]
 
     def memory(self):
@@ -439,6 +450,9 @@ cdef class Tape(Trace):
         cdef list oadj = None
         cdef bint all_fast = True
         self._check_partials("backward")
+        if self.lazy_stale:         # a seeded small vector's rule may read its value
+            for i in outputs:
+                settle_lazy(self, i)
         cdef bint cached = not self.sweeping
         buf = self._adjoint_buffer(cached)
         adj = buf + 1
@@ -542,6 +556,7 @@ cdef class Tape(Trace):
         direction.
         """
         self._check_partials("forward_sweep")
+        settle_all_lazy(self)       # its JVP rules read object nodes' values
         return tape_forward_sweep(self, seeds, outputs, K)
 
     def replay(self, new_inputs, bint partials=True):

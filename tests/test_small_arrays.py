@@ -67,13 +67,32 @@ def test_indexing_an_array_records_element_nodes_not_records():
     rec = ta.record(b1, x)
     n_obj, n_elem = _kinds(rec.tape)
     assert n_obj == 1                    # the input array itself
-    assert n_elem == 2 * 199             # two x[i] per term
+    assert n_elem == 200                 # one node per element, though each is read twice
     g_ref = np.zeros_like(x)
     g_ref[:-1] += np.cos(x[:-1]) * x[1:]
     g_ref[1:] += np.sin(x[:-1])
     np.testing.assert_allclose(ta.grad(b1)(x), g_ref, rtol=1e-15, atol=1e-16)
     with generic_paths():
         np.testing.assert_array_equal(ta.grad(b1)(x), ta.grad(b1)(x))
+
+
+def test_element_nodes_are_shared_per_array_and_per_element():
+    # x[i] twice is one node; two arrays (or an array above the size that keeps
+    # one node per element) do not share
+    from tapead._core import Tape
+    tape = Tape()
+    x = tape.input(np.arange(5.0))
+    y = tape.input(np.arange(5.0) + 10.0)
+    a, b = x[2], x[2]
+    c, d = y[2], x[-3]
+    assert a.idx == b.idx == d.idx and c.idx != a.idx
+    assert (float(a.primal), float(c.primal)) == (2.0, 12.0)
+    big = tape.input(np.arange(70_000.0))
+    assert big[3].idx != big[3].idx
+    z = x[1] * x[1] + np.sin(x[1])
+    tape.active = False
+    (g,) = tape.backward([z.idx], [1.0], [x.idx])
+    np.testing.assert_array_equal(g, [0.0, 2.0 + np.cos(1.0), 0.0, 0.0, 0.0])
 
 
 INDEXED = {
