@@ -232,15 +232,13 @@ cdef void replay_scalar_run(const int32_t *op, const int32_t *a, const int32_t *
     """
     cdef Py_ssize_t i
     cdef int o
-    cdef double v, d0, d1, y
+    cdef double y
     if partials:
         for i in range(start, stop):
             o = op[i]
             y = val[b[i]] if o < FIRST_CONST else p1[i]
-            scalar_eval(o, val[a[i]], y, &v, &d0, &d1)
-            val[i] = v
-            p0[i] = d0
-            p1[i] = d1
+            # written in place: no copy through the stack on the chain of values
+            scalar_eval(o, val[a[i]], y, &val[i], &p0[i], &p1[i])
     else:
         for i in range(start, stop):
             o = op[i]

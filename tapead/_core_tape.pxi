@@ -79,6 +79,16 @@ cdef void spare_release():
 
 
 @cython.final
+cdef int _clear_object_adjoints(list oadj, const unsigned char *hobj, Py_ssize_t nn) except -1:
+    """Put None back where a sweep stored an object adjoint (every store sets
+    ``hobj``), so the list can serve the next sweep of the tape."""
+    cdef Py_ssize_t i
+    for i in range(nn):
+        if hobj[i]:
+            oadj[i] = None
+    return 0
+
+
 cdef class Tape(Trace):
     """A Wengert tape: an append-only list of nodes and their local rules.
 
@@ -127,6 +137,7 @@ cdef class Tape(Trace):
     cdef dict elem_nodes            # array node id -> int32 array: its elements' node ids
     cdef Py_ssize_t en_array        # the last array indexed, and its entry's data
     cdef int32_t *en_ids
+    cdef list oadj_cache            # the mixed sweep's object adjoints, all None between sweeps
 
     def __cinit__(self, Py_ssize_t capacity=256):
         if capacity < 16:
@@ -474,7 +485,12 @@ cdef class Tape(Trace):
             if hobj == NULL:
                 raise MemoryError("cannot allocate the adjoint buffer")
             hobj += 1
-            oadj = [None] * (nn + 1)     # slot nn is unused
+            if cached and self.oadj_cache is not None and len(self.oadj_cache) == nn + 1:
+                oadj = self.oadj_cache   # all None: the last sweep cleared what it set
+            else:
+                oadj = [None] * (nn + 1)     # slot nn is unused
+                if cached:
+                    self.oadj_cache = oadj
             for i, s in zip(outputs, seeds):
                 if not (isinstance(s, float) or type(s) is int):
                     _accumulate(i, s, adj, hobj, oadj)
@@ -486,6 +502,8 @@ cdef class Tape(Trace):
             else:
                 free(buf)
             if hobj != NULL:
+                if oadj is not None and oadj is self.oadj_cache:
+                    _clear_object_adjoints(oadj, hobj, nn)
                 free(hobj - 1)
 
     cdef Py_ssize_t _top_output(self, outputs) except -2:

@@ -27,7 +27,7 @@ from tapead.boxing import (
     Where as _Where, normalize_argnums as _argnums, check_kinds as _check_kinds,
     check_leaf as _check_leaf, check_scalar_output as _check_scalar_output,
     grads as _grads, pack_outputs as _pack_outputs, plain as _plain,
-    split_aux as _split_aux, unbox_out as _unbox_out)
+    split_aux as _split_aux, unbox_out as _unbox_out, as_result as _as_result)
 
 __all__ = ["jit", "JitCacheInfo"]
 
@@ -105,10 +105,11 @@ class _Recorded:
     """One recording: its tape, where the inputs and outputs are on it, and a lock."""
 
     __slots__ = ("tape", "td", "out_td", "out_ids", "out_consts", "grad", "grad_ids",
-                 "lock")
+                 "leaf_grad", "lock")
 
     def __init__(self):
         self.lock = threading.Lock()
+        self.leaf_grad = False
 
 
 class _Jitted:
@@ -154,15 +155,24 @@ class _Jitted:
             base = len(leaves)
             if td.all_float:                    # every leaf a Python float
                 keys.append((_structure_key(td), len(ls)))
-                traced.extend(range(base, base + len(ls)))
+                if base == 0:                   # a long list of floats: no list of positions
+                    traced = range(len(ls))
+                else:
+                    traced = list(traced)
+                    traced.extend(range(base, base + len(ls)))
             else:
                 keys.append(_structure_key(td))
                 for j, x in enumerate(ls):
                     kx, tr = _leaf_key(x)
                     keys.append(kx)
                     if tr:
+                        if type(traced) is range:
+                            traced = list(traced)
                         traced.append(base + j)
-            leaves.extend(ls)
+            if base == 0:
+                leaves = ls                     # tree_flatten's list is new: ours to keep
+            else:
+                leaves.extend(ls)
             tds.append(td)
         statics = []
         for i in static:
@@ -245,10 +255,21 @@ class _Jitted:
 
     def _grad_outputs(self, rec, tape, leaves, args):
         out_id, value_const, diff_pos, in_trees, single, counts = rec.grad
-        in_leaves, k = [], 0
-        for n in counts:
-            in_leaves.append([leaves[j] for j in diff_pos[k:k + n]])
-            k += n
+        if rec.leaf_grad:     # one array differentiated, no aux: what _grads does, in short
+            x = leaves[diff_pos[0]]
+            a = tape.backward([out_id], [1.0], rec.grad_ids[0], dense=True)[0]
+            if not (type(a) is np.ndarray and type(x) is np.ndarray and a.dtype == x.dtype
+                    and a.shape == x.shape):
+                a = _as_result(a, x)
+            value = np.float64(tape.value(out_id))
+            return (value, a) if self._grad[4] == "value_and_grad" else a
+        if len(counts) == 1 and counts[0] == len(leaves):
+            in_leaves = [leaves]        # one argument differentiated, all its leaves traced
+        else:
+            in_leaves, k = [], 0
+            for n in counts:
+                in_leaves.append([leaves[j] for j in diff_pos[k:k + n]])
+                k += n
         in_ids = rec.grad_ids
         g = _grads(tape, [out_id] if out_id >= 0 else [], [1.0] if out_id >= 0 else [],
                    in_leaves, in_trees, in_ids, single)
@@ -377,6 +398,9 @@ class _Jitted:
             return None, self.fun(*args, **kwargs)
         rec.grad = (out_id, None if out_id >= 0 else _plain(out), diff_pos, in_trees, single,
                     [len(x) for x in ids])
+        rec.leaf_grad = (out_id >= 0 and single and not has_aux and len(ids[0]) == 1
+                         and in_trees[0].kind == "leaf"
+                         and type(leaves[diff_pos[0]]) is np.ndarray)
         return rec, self._grad_outputs(rec, tape, leaves, args)
 
     # -- introspection ------------------------------------------------------
