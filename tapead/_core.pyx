@@ -24,7 +24,7 @@ Layer 0 of tapead: it knows opcodes, nodes and traces, not user APIs.
 cimport cython
 from libc.stdlib cimport malloc, calloc, realloc, free
 from libc.string cimport memcpy, memset
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 
 import numpy as np
 cimport numpy as cnp

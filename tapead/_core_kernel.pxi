@@ -224,3 +224,13 @@ cdef inline int scalar_eval(int op, double x, double y, double *v,
     else:
         return -1
     return 0
+
+
+cdef inline bint fixed_partials(int op) noexcept nogil:
+    """Whether ``scalar_eval``'s partials of ``op`` do not depend on the
+    operands (the linear ops, and division by a constant): the partials a
+    recording stored stay right at any inputs, so a replay recomputes only
+    such a node's value."""
+    return (op == OP_ADD or op == OP_SUB or op == OP_ADDC or op == OP_SUBC or
+            op == OP_RSUBC or op == OP_MULC or op == OP_DIVC or op == OP_NEG or
+            op == OP_POS)

@@ -215,10 +215,17 @@ cdef inline double scalar_value(int op, double x, double y) noexcept nogil:
         return c_sin(x)
     if op == OP_COS:
         return c_cos(x)
-    if op == OP_MUL:
+    # one IEEE operation each, as in scalar_eval: inline, no call
+    if op == OP_MUL or op == OP_MULC:
         return x * y
-    if op == OP_ADD:
+    if op == OP_ADD or op == OP_ADDC:
         return x + y
+    if op == OP_SUB or op == OP_SUBC:
+        return x - y
+    if op == OP_RSUBC:
+        return y - x
+    if op == OP_NEG:
+        return -x
     scalar_eval(op, x, y, &v, &d0, &d1)
     return v
 
@@ -237,8 +244,10 @@ cdef void replay_scalar_run(const int32_t *op, const int32_t *a, const int32_t *
         for i in range(start, stop):
             o = op[i]
             y = val[b[i]] if o < FIRST_CONST else p1[i]
-            # written in place: no copy through the stack on the chain of values
-            scalar_eval(o, val[a[i]], y, &val[i], &p0[i], &p1[i])
+            if fixed_partials(o):       # the recorded partials hold: the value only
+                val[i] = scalar_value(o, val[a[i]], y)
+            else:                       # written in place: no copy through the stack
+                scalar_eval(o, val[a[i]], y, &val[i], &p0[i], &p1[i])
     else:
         for i in range(start, stop):
             o = op[i]
@@ -263,8 +272,9 @@ cdef enum:
 
 cdef const unsigned char *_replay_kinds(Tape tp) except NULL:
     """Each node's replay kind, worked out once per recording (a tape only
-    grows, so a plan of the right length is current); runs of the C kinds
-    replay in ``_replay_run`` without a Python step per node.
+    grows, so a plan of the right length is current), and the positions of
+    the nodes that are not scalar ops (``Tape.replay_special``): the replay
+    walks those, and the scalar runs between them are one C loop each.
 
     A small vector packed from scalar nodes that no later node reads (the
     scalar code after it took its elements, which are its parents) is
@@ -301,6 +311,8 @@ cdef const unsigned char *_replay_kinds(Tape tp) except NULL:
         if kd[i] == RK_PACK and not read[i]:
             kd[i] = RK_LAZY
             tp.n_lazy += 1
+    special = np.flatnonzero(np.frombuffer(plan, dtype=np.uint8)[:nn] != RK_SCALAR)
+    tp.replay_special = special.astype(np.int32)
     tp.replay_kinds = plan
     return <const unsigned char *>(<char *>tp.replay_kinds)
 
@@ -385,49 +397,44 @@ cdef int settle_all_lazy(Tape tp) except -1:
     return 0
 
 
-cdef int _replay_run(Tape tp, const unsigned char *kind, Py_ssize_t i, Py_ssize_t j,
-                     bint partials) except -1:
-    """Replay nodes i..j-1, all of the C kinds: scalar ops in
-    ``replay_scalar_run`` (without the GIL when long), elements read from
-    their array's new value (the last array's data pointer kept), packs
-    written from their scalars (``_write_pack``), lazy packs left stale."""
-    cdef Py_ssize_t s = i, k, src = -1
-    cdef unsigned char kk
-    cdef cnp.ndarray arr
-    cdef char *base = NULL
-    cdef bint contiguous = False
-    cdef Py_ssize_t size = 0
-    for k in range(i, j + 1):
-        kk = kind[k] if k < j else RK_PYTHON
-        if kk == RK_SCALAR:
-            continue
-        if k - s >= NOGIL_RUN:
-            with nogil:
-                replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, s, k, partials)
-        elif k > s:
-            replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, s, k, partials)
-        s = k + 1
-        if kk == RK_ELEM:
-            if tp.a[k] != src:
-                v = tp.value(tp.a[k])
-                if not (cnp.PyArray_CheckExact(v) and
-                        cnp.PyArray_TYPE(<cnp.ndarray>v) == cnp.NPY_DOUBLE and
-                        cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>v)):
-                    replay_element(tp, k)        # raises its error
-                arr = <cnp.ndarray>v
-                src = tp.a[k]
-                base = cnp.PyArray_BYTES(arr)
-                contiguous = cnp.PyArray_IS_C_CONTIGUOUS(arr)
-                size = cnp.PyArray_SIZE(arr)
-            if tp.b[k] >= size:
-                replay_element(tp, k)            # raises its error
-            elif contiguous:
-                tp.val[k] = (<double *>base)[tp.b[k]]
-            else:
-                tp.val[k] = read_flat(arr, tp.b[k])
-        elif kk == RK_PACK:
-            _write_pack(tp, <Record>tp.recs[<Py_ssize_t>tp.p0[k]])
+cdef struct _ElemSource:
+    Py_ssize_t node         # the array node last read by an element node, -1 for none
+    char *base              # its value's data, C-contiguous or not
+    bint contiguous
+    Py_ssize_t size
+
+
+cdef int _replay_elem(Tape tp, Py_ssize_t k, _ElemSource *src) except -1:
+    """Element node ``k`` read from its array's new value; ``src`` keeps the
+    last array's data pointer (every node is written once per replay, before
+    the nodes after it read it, so the pointer stays good)."""
+    cdef Py_ssize_t pid = tp.a[k]
+    if pid != src.node:
+        v = tp.value(pid)
+        if not (cnp.PyArray_CheckExact(v) and
+                cnp.PyArray_TYPE(<cnp.ndarray>v) == cnp.NPY_DOUBLE and
+                cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>v)):
+            replay_element(tp, k)        # raises its error
+        src.node = pid
+        src.base = cnp.PyArray_BYTES(<cnp.ndarray>v)
+        src.contiguous = cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>v)
+        src.size = cnp.PyArray_SIZE(<cnp.ndarray>v)
+    if tp.b[k] >= src.size:
+        replay_element(tp, k)            # raises its error
+    elif src.contiguous:
+        tp.val[k] = (<double *>src.base)[tp.b[k]]
+    else:
+        tp.val[k] = read_flat(<cnp.ndarray>tp.value(pid), tp.b[k])
     return 0
+
+
+cdef inline void _replay_scalars(Tape tp, Py_ssize_t i, Py_ssize_t j, bint partials) noexcept:
+    """Scalar nodes i..j-1 (without the GIL when the run is long)."""
+    if j - i >= NOGIL_RUN:
+        with nogil:
+            replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, i, j, partials)
+    elif j > i:
+        replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, i, j, partials)
 
 
 cdef object replay_nodes(Tape tp, bint partials):
@@ -438,28 +445,40 @@ cdef object replay_nodes(Tape tp, bint partials):
     are checked.  ``partials=False`` leaves the tape's partials and residuals
     stale (``Tape.partials_stale``), so sweeps refuse it until a full replay.
     """
-    cdef Py_ssize_t i = 0, j, k, np_, pid, nn = tp.n
+    cdef Py_ssize_t i, q, k, np_, pid, nn = tp.n, prev = 0, ns
     cdef int o
+    cdef unsigned char kk
     cdef Record rec
     cdef tuple parents, consts
     cdef list argl
     cdef const unsigned char *kind = _replay_kinds(tp)
+    cdef const int32_t *special = <const int32_t *>cnp.PyArray_DATA(
+        <cnp.ndarray>tp.replay_special)
+    cdef _ElemSource src
+    src.node = -1
+    ns = cnp.PyArray_DIM(<cnp.ndarray>tp.replay_special, 0)
     tp.partials_stale = True        # until the loop ends (a guard may stop it midway)
     tp.lazy_stale = tp.n_lazy > 0
-    while i < nn:
-        if kind[i] != RK_PYTHON:
-            j = i + 1
-            while j < nn and kind[j] != RK_PYTHON:
-                j += 1
-            _replay_run(tp, kind, i, j, partials)
-            i = j
+    for q in range(ns + 1):
+        i = special[q] if q < ns else nn
+        _replay_scalars(tp, prev, i, partials)
+        prev = i + 1
+        if q == ns:
+            break
+        kk = kind[i]
+        if kk == RK_ELEM:
+            _replay_elem(tp, i, &src)
+            continue
+        if kk == RK_PACK:
+            _write_pack(tp, <Record>tp.recs[<Py_ssize_t>tp.p0[i]])
+            continue
+        if kk == RK_LAZY:           # written when its value is asked for
             continue
         o = tp.op[i]
         if o == OP_OBJ:
             rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
             if rec.prim is _STACK_PRIM and _replay_pack(tp, rec):
-                i += 1              # a small vector packed from its scalars, in C
-                continue
+                continue            # a small vector packed from its scalars, in C
             if rec.prim is not None:
                 parents, consts = rec.parents, rec.consts
                 np_ = len(parents)
@@ -491,7 +510,6 @@ cdef object replay_nodes(Tape tp, bint partials):
                     tp.val[i] = ans
         elif o == OP_GUARD:
             check_guard(tp, i)
-        i += 1
     if partials:
         tp.partials_stale = False
 

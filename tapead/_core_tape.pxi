@@ -82,8 +82,15 @@ cdef void spare_release():
 cdef int _clear_object_adjoints(list oadj, const unsigned char *hobj, Py_ssize_t nn) except -1:
     """Put None back where a sweep stored an object adjoint (every store sets
     ``hobj``), so the list can serve the next sweep of the tape."""
-    cdef Py_ssize_t i
-    for i in range(nn):
+    cdef Py_ssize_t i, w, nw = nn // 8
+    cdef uint64_t word
+    for w in range(nw):             # eight flags at a time: most are zero
+        memcpy(&word, hobj + 8 * w, 8)
+        if word:
+            for i in range(8 * w, 8 * w + 8):
+                if hobj[i]:
+                    oadj[i] = None
+    for i in range(8 * nw, nn):
         if hobj[i]:
             oadj[i] = None
     return 0
@@ -132,6 +139,7 @@ cdef class Tape(Trace):
     cdef readonly bint partials_stale   # last replay computed values only
     cdef dict elem_ids              # array node id -> its element nodes' ids (small vectors)
     cdef bytearray replay_kinds     # per node, how a replay computes it (_core_replay.pxi)
+    cdef object replay_special      # int32 positions of the nodes that are not scalar ops
     cdef Py_ssize_t n_lazy          # small vectors no node reads (RK_LAZY) ...
     cdef bint lazy_stale            # ... left stale by the last replay
     cdef dict elem_nodes            # array node id -> int32 array: its elements' node ids
