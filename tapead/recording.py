@@ -110,13 +110,13 @@ class Recording:
     def __call__(self, *args):
         """The value at new inputs (replay, no Python tracing).  Calls from
         several threads take turns (the tape holds one point at a time)."""
-        with self._lock:
+        with self._lock, _core.pooled():
             self._load(args)
             return np.float64(self.tape.value(self._out))
 
     def value_and_grad(self, *args):
         """``(value, grads)`` at new inputs: replay, then one reverse sweep."""
-        with self._lock:
+        with self._lock, _core.pooled():
             self._load(args)
             g = _grads(self.tape, [self._out], [1.0], self._in_leaves, self._in_trees,
                        self._in_ids, len(args) == 1)

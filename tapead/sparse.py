@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from tapead import coloring as _coloring
 from tapead._core import Tracer
 from tapead.patterns import _output_pattern, recording_key, tape_sparsity
-from tapead.boxing import record_call
+from tapead.boxing import pooled, record_call
 from tapead.transforms import grad
 
 __all__ = ["jacobian_sparsity", "sparse_jacobian", "hessian_sparsity",
@@ -214,6 +214,7 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
         return entry[2:]
 
     @functools.wraps(f)
+    @pooled                 # the recording's intermediates reuse the last call's memory
     def jac(x):
         x = _vector(x, "sparse_jacobian")
         tape, out, *_ = record_call(f, (x,), {}, 0, "sparse_jacobian")
@@ -297,6 +298,7 @@ def sparse_hessian(f: Callable, coloring: str = "star",
         return entry[2:]
 
     @functools.wraps(f)
+    @pooled
     def hess(x):
         x = _vector(x, "sparse_hessian")
         tape, out, *_ = record_call(g, (x,), {}, 0, "sparse_hessian")

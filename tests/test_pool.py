@@ -154,3 +154,21 @@ def test_pool_off_and_a_bad_limit_from_the_environment():
     bad = _python("import tapead", TAPEAD_POOL_MB="lots")
     assert bad.returncode != 0
     assert "TAPEAD_POOL_MB='lots'" in bad.stderr and "megabytes" in bad.stderr
+
+
+def test_sparse_derivatives_and_recordings_allocate_through_the_pool():
+    def f(x):
+        return tnp.sin(x) * x + 0.5 * x ** 2
+    def s(x):
+        return tnp.sum(tnp.sin(x) * x)
+    x = np.linspace(-1.0, 2.0, BIG)
+    J = ta.sparse_jacobian(f)(x)
+    np.testing.assert_allclose(J.diagonal(), np.cos(x) * x + np.sin(x) + x, rtol=1e-14)
+    H = ta.sparse_hessian(s)(x)
+    np.testing.assert_allclose(H.diagonal(), 2 * np.cos(x) - x * np.sin(x), rtol=1e-13,
+                               atol=1e-15)
+    rec = ta.record(s, x)
+    v, g = rec.value_and_grad(x[::-1].copy())
+    np.testing.assert_allclose(g, np.cos(x[::-1]) * x[::-1] + np.sin(x[::-1]), rtol=1e-14)
+    assert handler_name(g) == "tapead_pool"
+    assert handler_name() != "tapead_pool"
