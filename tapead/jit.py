@@ -53,7 +53,7 @@ def _leaf_key(x):
         return float, True
     if t is np.ndarray:
         if x.dtype.kind == "f":
-            return (x.shape, x.dtype.str), True
+            return (x.shape, x.dtype), True
         return (x.shape, x.dtype.str, x.tobytes()), False
     if isinstance(x, Box):
         raise _Eager
@@ -95,6 +95,14 @@ def _structure_key(td):
     return tuple(out)
 
 
+def _float_arrays(leaves):
+    """Whether every leaf is a float ndarray with at least one dimension."""
+    for x in leaves:
+        if not (type(x) is np.ndarray and x.ndim and x.dtype.kind == "f"):
+            return False
+    return True
+
+
 #: what ``_signature`` computes for a leaf array argument, once
 _LEAF_TD = tree_flatten(np.zeros(1))[1]
 _LEAF_KEY = _structure_key(_LEAF_TD)
@@ -124,6 +132,7 @@ class _Jitted:
         self._cache = collections.OrderedDict()
         self._lock = threading.Lock()
         self._hits = self._misses = self._rerecords = 0
+        self._grad_nums_by_n = {}
         functools.update_wrapper(self, fun)
 
     # -- the signature ---------------------------------------------------
@@ -136,10 +145,10 @@ class _Jitted:
         if len(args) == 1 and not kwargs and not self._static:
             x = args[0]         # the common call, one float array: the key of the path below
             if type(x) is np.ndarray and x.dtype in _REAL_FLOATS:
-                return (1, False, (_LEAF_KEY, (x.shape, x.dtype.str)), ()), (_LEAF_TD,), \
+                return (1, False, (_LEAF_KEY, (x.shape, x.dtype)), ()), (_LEAF_TD,), \
                     [x], [0]
         static = self._normalised_static(len(args)) if self._static else ()
-        grad_nums = _argnums(self._grad[1], len(args))[0] if self._grad is not None else ()
+        grad_nums = self._grad_nums(len(args))
         leaves, tds, keys, traced = [], [], [], []
         parts = [args[i] for i in range(len(args)) if i not in static]
         if kwargs:
@@ -147,7 +156,8 @@ class _Jitted:
         dyn_pos = [i for i in range(len(args)) if i not in static]
         for k, part in enumerate(parts):
             ls, td = tree_flatten(part)
-            if k < len(dyn_pos) and dyn_pos[k] in grad_nums and not td.all_float:
+            if k < len(dyn_pos) and dyn_pos[k] in grad_nums and not td.all_float and \
+                    not _float_arrays(ls):      # float arrays pass check_leaf unchanged
                 if any(isinstance(x, Box) for x in ls):
                     raise _Eager
                 what = _Where("grad", dyn_pos[k])
@@ -162,12 +172,16 @@ class _Jitted:
                     traced.extend(range(base, base + len(ls)))
             else:
                 keys.append(_structure_key(td))
+                if type(traced) is range:
+                    traced = list(traced)
                 for j, x in enumerate(ls):
+                    if type(x) is np.ndarray and x.dtype.kind == "f":
+                        keys.append((x.shape, x.dtype))     # _leaf_key's, inline
+                        traced.append(base + j)
+                        continue
                     kx, tr = _leaf_key(x)
                     keys.append(kx)
                     if tr:
-                        if type(traced) is range:
-                            traced = list(traced)
                         traced.append(base + j)
             if base == 0:
                 leaves = ls                     # tree_flatten's list is new: ours to keep
@@ -189,6 +203,15 @@ class _Jitted:
             statics.append((i, _static_key(v)))
         key = (len(args), bool(kwargs), tuple(keys), tuple(statics))
         return key, tuple(tds), leaves, traced
+
+    def _grad_nums(self, nargs):
+        """The differentiated positions for a call with ``nargs`` arguments."""
+        if self._grad is None:
+            return ()
+        nums = self._grad_nums_by_n.get(nargs)
+        if nums is None:
+            nums = self._grad_nums_by_n[nargs] = _argnums(self._grad[1], nargs)[0]
+        return nums
 
     def _normalised_static(self, nargs):
         out = set()
