@@ -608,8 +608,15 @@ cdef object tape_replay(Tape tp, new_inputs, bint partials):
             f"the tape has {len(tp.inputs)} inputs but {len(new_inputs)} "
             "values were given; pass one value per recorded input")
     tp.partials_stale = True        # inputs are written before all are checked
-    for nid, value in zip(tp.inputs, new_inputs):
+    cdef list inputs = tp.inputs
+    cdef Py_ssize_t j, nid
+    for j in range(len(inputs)):
+        nid = <Py_ssize_t>inputs[j]
+        value = (<list>new_inputs)[j]
         if tp.op[nid] == OP_INPUT:
+            if type(value) is float:    # the common case: a Python float
+                tp.val[nid] = <double>value
+                continue
             if not (is_fast_number(value) or np.ndim(value) == 0):
                 raise TapeReplayError(
                     f"input node {nid} was recorded as a scalar but got "
