@@ -330,10 +330,12 @@ class _Jitted:
         if _core.traces_started() - started > 1:
             raise TapeReplayError(
                 "jit: the function runs another transform inside (ta.grad, ta.jvp, "
-                "ta.jacfwd, ta.checkpoint, ...). That transform's derivative rules and "
-                "branch checks saw the recorded input values and a replay cannot update "
-                "them. Apply jit to the outside (ta.jit(ta.grad(f)) is supported), or "
-                "call the function without jit")
+                "ta.jacfwd, ta.vmap, ta.checkpoint, ...). That transform's derivative "
+                "rules and branch checks saw the recorded input values and a replay "
+                "cannot update them. Put jit outside a derivative (ta.jit(ta.grad(f)) is "
+                "supported); a vmap is not recorded (call ta.vmap(f) without jit: it "
+                "already runs each operation once for all lanes); or call the function "
+                "without jit")
         if tape.values_read:
             raise TapeReplayError(
                 "jit: the function reads the number inside a traced value (x.primal, "

@@ -376,3 +376,11 @@ def test_element_reads_replay_from_the_new_array_in_any_layout():
     f(t)
     with pytest.raises(TapeReplayError, match="shape"):
         tape.replay([base[:3].copy()])
+
+
+def test_jit_of_vmap_is_refused_with_what_to_do():
+    f = ta.jit(ta.vmap(lambda x: np.sin(x).sum()))
+    with pytest.raises(TapeReplayError, match="without jit"):
+        f(np.ones((3, 4)))
+    np.testing.assert_allclose(ta.vmap(lambda x: np.sin(x).sum())(np.ones((3, 4))),
+                               np.full(3, 4 * np.sin(1.0)), rtol=1e-15)
