@@ -257,31 +257,36 @@ cdef int _vmap_fast_code(PrimitiveBase prim):
     """The C form of ``prim``'s vmap rule (VMAP_FAST_*), 0 for none."""
     if not _VMAP_FAST_ON:
         return 0
-    code = _VMAP_FAST.get(prim)
-    return 0 if code is None else <int>code
+    entry = _VMAP_FAST.get(prim)
+    if entry is None or (<tuple>entry)[1] is not getattr(prim, "vmap_rule", None):
+        return 0
+    return <int>(<tuple>entry)[0]
 
 
-def set_vmap_fast(PrimitiveBase prim, str kind):
-    """Give ``prim``'s vmap rule the C form ``kind`` (``"reshape"``,
-    ``"transpose"``, ``"broadcast_to"``, ``"matmul"``, or ``"axis"`` for a
-    one-array primitive batched by ``batching.axis_rule`` on its ``axis``
-    parameter; ``"multiply"``: the elementwise product, whose lanes' outer
-    products get a C loop); registered right under the rule it stands for."""
+def set_vmap_fast(PrimitiveBase prim, str kind, rule=None):
+    """Give ``prim``'s vmap rule ``rule`` (default: its rule now) the C form
+    ``kind``: ``"reshape"``, ``"transpose"``, ``"broadcast_to"``, ``"matmul"``,
+    or ``"axis"`` for a one-array primitive batched by ``batching.axis_rule``
+    on its ``axis`` parameter; ``"multiply"``: the elementwise product, whose
+    lanes' outer products get a C loop.  Registered right under the rule it
+    stands for; the C form serves only while ``prim.vmap_rule`` is ``rule``
+    (a rule defined again later is not bypassed)."""
     global _VMAP_MULTIPLY
     if kind == "multiply":
         _VMAP_MULTIPLY = prim
         return
     if kind not in _VMAP_FAST_KINDS:
         raise ValueError(f"set_vmap_fast({prim!r}, {kind!r}): kind must be one of "
-                         f"{sorted(_VMAP_FAST_KINDS)}")
-    _VMAP_FAST[prim] = _VMAP_FAST_KINDS[kind]
+                         f"{sorted(_VMAP_FAST_KINDS) + ['multiply']}")
+    _VMAP_FAST[prim] = (_VMAP_FAST_KINDS[kind], prim.vmap_rule if rule is None else rule)
 
 
 def vmap_fast_kind(PrimitiveBase prim):
-    """The C form of ``prim``'s vmap rule (a name from ``set_vmap_fast``) or None."""
+    """The C form serving ``prim``'s vmap rule now (a kind of ``set_vmap_fast``)
+    or None (None for every primitive while ``vmap_fast(False)``)."""
     if prim is _VMAP_MULTIPLY:
-        return "multiply"
-    code = _VMAP_FAST.get(prim)
+        return "multiply" if prim.vmap_elementwise and _VMAP_FAST_ON else None
+    code = _vmap_fast_code(prim)
     for name, c in _VMAP_FAST_KINDS.items():
         if c == code:
             return name

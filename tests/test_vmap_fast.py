@@ -269,3 +269,31 @@ def test_broadcast_outputs_are_the_callers_arrays():
     np.testing.assert_array_equal(out, np.broadcast_to(x, (2, 2, 3)))
     out[0, 0, 0] = 99.0                    # a copy: the input is untouched
     assert x[0, 0, 0] == 0.0
+
+
+def test_a_rule_defined_again_is_not_bypassed():
+    from tapead._prims.base import Primitive
+    prim = Primitive("sum_for_a_test", lambda x, axis=None, keepdims=False:
+                     np.add.reduce(x, axis=axis, keepdims=keepdims), saves=())
+    prim.defvmap(batching.axis_rule(prim))
+    assert _core.vmap_fast_kind(prim) == "axis"
+    x = RNG.normal(size=(4, 3))
+    np.testing.assert_array_equal(ta.vmap(lambda v: _core.bind(prim, v, axis=0))(x),
+                                  x.sum(axis=1))
+    calls = []
+
+    def rule(args, bdims, **params):
+        calls.append(params)
+        v = batching.to_front(args[0], bdims[0])
+        return _core.bind(prim, v, axis=params["axis"] + 1), 0
+    prim.defvmap(rule)
+    assert _core.vmap_fast_kind(prim) is None
+    np.testing.assert_array_equal(ta.vmap(lambda v: _core.bind(prim, v, axis=0))(x),
+                                  x.sum(axis=1))
+    assert calls == [{"axis": 0}]
+    old = _core.vmap_fast(False)
+    try:
+        from tapead._prims.structural import reshape_p
+        assert _core.vmap_fast_kind(reshape_p) is None
+    finally:
+        _core.vmap_fast(old)

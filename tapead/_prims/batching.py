@@ -142,7 +142,7 @@ def axis_rule(prim, name: str = "axis", none_means_all: bool = True):
         return bind(prim, x, *rest, **params), 0
     rule.__name__ = f"vmap_{prim.name}"
     if name == "axis" and none_means_all:
-        _core.set_vmap_fast(prim, "axis")   # its C form, for one array of plain lanes
+        _core.set_vmap_fast(prim, "axis", rule)   # its C form, for one array of plain lanes
     return rule
 
 
