@@ -342,7 +342,7 @@ cdef object _batch_fast(BatchTrace trace, PrimitiveBase prim, int code, tuple ar
             return None
         a, b = args[0], args[1]
         x = _plain_front(trace, a)
-        if x is not None and _plain_shared(b) and cnp.PyArray_NDIM(<cnp.ndarray>b) <= 2:
+        if x is not None and _plain_shared(b) and 1 <= cnp.PyArray_NDIM(<cnp.ndarray>b) <= 2:
             na = cnp.PyArray_NDIM(<cnp.ndarray>x) - 1
             if na == 1:                                   # (n, k) @ b
                 return new_batched(trace, _np_matmul(x, b), 0)

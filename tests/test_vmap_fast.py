@@ -297,3 +297,27 @@ def test_a_rule_defined_again_is_not_bypassed():
         assert _core.vmap_fast_kind(reshape_p) is None
     finally:
         _core.vmap_fast(old)
+
+
+@pytest.mark.parametrize("kind", ["int64", "complex128", "bool"])
+def test_other_dtypes_take_the_same_numpy_calls(kind):
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(4, 2, 3)) * 3
+    x = {"int64": x.astype(np.int64), "complex128": x + 1j * x[::-1],
+         "bool": x > 0}[kind]
+    fs = [lambda v: tnp.reshape(v, (3, 2)), lambda v: tnp.transpose(v),
+          lambda v: tnp.broadcast_to(v[:1], (5, 3)), lambda v: tnp.sum(v, axis=1)]
+    if kind != "bool":
+        fs += [lambda v: v @ W34, lambda v: tnp.reshape(v[0], (3, 1)) * tnp.reshape(v[1], (1, 3))]
+    for f in fs:
+        fast = _run(f, [x], 0, True)
+        _same_bits(fast, _run(f, [x], 0, False), kind)
+        np.testing.assert_array_equal(fast, np.stack([f(x[i]) for i in range(4)]))
+
+
+def test_an_axis_reduction_with_more_parameters():
+    x = np.random.default_rng(4).normal(size=(3, 8))
+    f = lambda v: tnp.fft.rfft(v, n=6)
+    fast = _run(f, [x], 0, True)
+    _same_bits(fast, _run(f, [x], 0, False), "rfft")
+    np.testing.assert_allclose(fast, np.fft.rfft(x, n=6, axis=1), rtol=1e-13, atol=1e-13)
