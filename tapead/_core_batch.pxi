@@ -172,18 +172,28 @@ cdef object _batch_elementwise(BatchTrace trace, PrimitiveBase prim, tuple args,
     return new_batched(trace, _bind(prim, tuple(vals), params), 0)
 
 
-cdef inline bint _c_f64_3d(object a) noexcept:
-    return (type(a) is np.ndarray and arr_type(a) == cnp.NPY_DOUBLE
-            and cnp.PyArray_NDIM(<cnp.ndarray>a) == 3
-            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
-            and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a))
+cdef inline int _c_real_3d(object a) noexcept:
+    """The type number of a native C-contiguous 3-d float64 or float32 array, 0
+    for anything else."""
+    cdef int t
+    if type(a) is not np.ndarray or cnp.PyArray_NDIM(<cnp.ndarray>a) != 3 \
+            or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a) \
+            or not cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>a):
+        return 0
+    t = arr_type(a)
+    return t if t == cnp.NPY_DOUBLE or t == cnp.NPY_FLOAT else 0
 
 
-cdef void _outer_kernel(const double* a, const double* g, double* out, Py_ssize_t n,
+ctypedef fused _real:
+    float
+    double
+
+
+cdef void _outer_kernel(const _real* a, const _real* g, _real* out, Py_ssize_t n,
                         Py_ssize_t k, Py_ssize_t m) noexcept nogil:
     cdef Py_ssize_t i, j, l
-    cdef double x
-    cdef const double* gi
+    cdef _real x
+    cdef const _real* gi
     for i in range(n):
         gi = g + i * m
         for j in range(k):
@@ -194,14 +204,16 @@ cdef void _outer_kernel(const double* a, const double* g, double* out, Py_ssize_
 
 
 cdef object _lane_outer(object a, object g):
-    """``a * g`` for float64 C-contiguous stacks of columns ``a`` (n, k, 1) and
-    rows ``g`` (n, 1, m) (either order): every lane's outer product (the
-    cotangent of a matrix that multiplies a vector lane), in one C loop where
-    numpy's broadcasting loop buffers its operands; each element is the one
-    product numpy computes.  None for other operands."""
+    """``a * g`` for C-contiguous float64 (or float32) stacks of columns ``a``
+    (n, k, 1) and rows ``g`` (n, 1, m) of one dtype (either order): every
+    lane's outer product (the cotangent of a matrix that multiplies a vector
+    lane), in one C loop where numpy's broadcasting loop buffers its
+    operands; each element is the one product numpy computes.  None for
+    other operands."""
     cdef cnp.npy_intp dims[3]
     cdef Py_ssize_t n, k, m
-    if not (_c_f64_3d(a) and _c_f64_3d(g)):
+    cdef int t = _c_real_3d(a)
+    if t == 0 or _c_real_3d(g) != t:
         return None
     if cnp.PyArray_DIM(<cnp.ndarray>a, 2) != 1:
         a, g = g, a                   # rows first: the product is the same
@@ -214,11 +226,17 @@ cdef object _lane_outer(object a, object g):
     dims[0] = n
     dims[1] = k
     dims[2] = m
-    out = cnp.PyArray_EMPTY(3, dims, cnp.NPY_DOUBLE, 0)
-    with nogil:
-        _outer_kernel(<const double*>cnp.PyArray_DATA(<cnp.ndarray>a),
-                      <const double*>cnp.PyArray_DATA(<cnp.ndarray>g),
-                      <double*>cnp.PyArray_DATA(<cnp.ndarray>out), n, k, m)
+    out = cnp.PyArray_EMPTY(3, dims, t, 0)
+    if t == cnp.NPY_DOUBLE:
+        with nogil:
+            _outer_kernel(<const double*>cnp.PyArray_DATA(<cnp.ndarray>a),
+                          <const double*>cnp.PyArray_DATA(<cnp.ndarray>g),
+                          <double*>cnp.PyArray_DATA(<cnp.ndarray>out), n, k, m)
+    else:
+        with nogil:
+            _outer_kernel(<const float*>cnp.PyArray_DATA(<cnp.ndarray>a),
+                          <const float*>cnp.PyArray_DATA(<cnp.ndarray>g),
+                          <float*>cnp.PyArray_DATA(<cnp.ndarray>out), n, k, m)
     return out
 
 

@@ -321,3 +321,17 @@ def test_an_axis_reduction_with_more_parameters():
     fast = _run(f, [x], 0, True)
     _same_bits(fast, _run(f, [x], 0, False), "rfft")
     np.testing.assert_allclose(fast, np.fft.rfft(x, n=6, axis=1), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_lane_outer_products_are_numpys_products_bit_for_bit(dtype):
+    """The C loop of the lanes' outer products against numpy's broadcast
+    product, with infinities, NaNs, signed zeros, subnormals and overflow."""
+    rng = np.random.default_rng(0)
+    a, g = rng.normal(size=(300, 7)).astype(dtype), rng.normal(size=(300, 9)).astype(dtype)
+    a[0, 0], a[1, 1], a[2, 2] = np.inf, np.nan, -0.0
+    g[3, 3], a[4, :] = np.finfo(dtype).tiny / 8, np.finfo(dtype).max
+    f = ta.vmap(lambda x, y: tnp.reshape(x, (7, 1)) * tnp.reshape(y, (1, 9)))
+    with np.errstate(all="ignore"):
+        out, ref = f(a, g), a[:, :, None] * g[:, None, :]
+    _same_bits(out, ref, "outer products")
