@@ -335,3 +335,21 @@ def test_lane_outer_products_are_numpys_products_bit_for_bit(dtype):
     with np.errstate(all="ignore"):
         out, ref = f(a, g), a[:, :, None] * g[:, None, :]
     _same_bits(out, ref, "outer products")
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_matmul_with_an_unmapped_matrix_argument(axis):
+    """``in_axes=None`` for the matrix: the lanes meet it in one GEMM (C form),
+    in either operand order; equal to the Python rule and the loop."""
+    rng = np.random.default_rng(12)
+    W, x = rng.normal(size=(3, 4)), rng.normal(size=(5, 3))
+    X = np.moveaxis(x, 0, axis % 2)
+    cases = [(lambda w, v: v @ w, W), (lambda w, v: w.T @ v, W),
+             (lambda w, v: tnp.reshape(v, (1, 3)) @ w, W)]
+    for f, w in cases:
+        names = []
+        fast = _run(f, [w, X], (None, axis), True, names)
+        assert "matmul" not in names
+        _same_bits(fast, _run(f, [w, X], (None, axis), False), "unmapped matrix")
+        loop = np.stack([f(w, x[i]) for i in range(5)])
+        np.testing.assert_allclose(fast, loop, rtol=1e-13, atol=1e-15)
