@@ -138,6 +138,7 @@ def transforms_hold_batched(bint on):
 cdef object _bind(PrimitiveBase prim, tuple args, dict params):
     cdef Trace top = None, t
     cdef bint inner = False
+    cdef int code
     cdef Py_ssize_t i, n = len(args)
     for i in range(n):
         t = trace_of(args[i])
@@ -167,6 +168,12 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
             ans = _batch_elementwise(<BatchTrace>top, prim, args, params)
             if ans is not None:
                 return ans
+        else:
+            code = _vmap_fast_code(prim)
+            if code:                   # a C form of the rule (_core_batch.pxi)
+                ans = _batch_fast(<BatchTrace>top, prim, code, args, params)
+                if ans is not None:
+                    return ans
         return (<BatchTrace>top).handler(top, prim, args, params)
     vals = []
     for i in range(n):

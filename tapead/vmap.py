@@ -236,13 +236,24 @@ class _Mapped:
     def _join(self, groups, n):
         """The outputs of every group of lanes, in lane order, lane axes at
         ``out_axes``."""
-        idx0, td0, first0, _ = groups[0]
+        idx0, td0, first0, cols0 = groups[0]
+        out_axes = self.out_axes
+        if len(groups) == 1 and type(out_axes) is int and out_axes == 0:
+            # the common case: one batched run, lanes in front where they are
+            results = []
+            for k, (kind, v) in enumerate(cols0):
+                if kind != "lanes":
+                    if not _is_array_like(v):
+                        raise TypeError(f"vmap: output {k} of the function is {v!r}, not an "
+                                        "array; vmap stacks array outputs only")
+                    v = _broadcast_lanes(v, len(idx0))
+                results.append(_finish(v))
+            return tree_unflatten(td0, results)
         for idx, td, _, _ in groups[1:]:
             if td != td0:
                 raise ValueError(f"vmap: the function returned differently structured "
                                  f"outputs for different lanes ({td0} and {td}); every lane "
                                  "must return the same pytree structure")
-        out_axes = self.out_axes
         if isinstance(out_axes, list) and not isinstance(first0, list):
             out_axes = tuple(out_axes)
         if _is_axis_leaf(out_axes):

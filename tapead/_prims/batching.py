@@ -141,6 +141,8 @@ def axis_rule(prim, name: str = "axis", none_means_all: bool = True):
         rest = [a if d is None else to_front(a, d) for a, d in zip(args[1:], bdims[1:])]
         return bind(prim, x, *rest, **params), 0
     rule.__name__ = f"vmap_{prim.name}"
+    if name == "axis" and none_means_all:
+        _core.set_vmap_fast(prim, "axis", rule)   # its C form, for one array of plain lanes
     return rule
 
 

@@ -289,6 +289,7 @@ minimum = _binary("minimum", np.minimum, _min_dx, lambda x, y, a: 1.0 - _min_dx(
 multiply.prim.defvjp(lambda g, ans, x, y: unbroadcast(x, _times(g, y)),
                      lambda g, ans, x, y: unbroadcast(y, _times(g, x)))
 multiply.prim.fused_jvp = _core.FUSED_JVP["mul"]   # forward mode: tx*y + ty*x in one C pass
+_core.set_vmap_fast(multiply.prim, "multiply")  # vmap: lanes' outer products in C
 power.prim.fused_jvp = _core.FUSED_JVP["pow"]      # x**3, x**4: tx * (k x**(k-1)) in one pass
 multiply.prim.defsparsity(patterns.PRODUCT)  # a constant factor's zeros cut the dependence
 

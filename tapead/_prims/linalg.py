@@ -191,6 +191,7 @@ def _matmul_vmap_shared(a, b, da, db, na, nb):
 
 
 matmul_p.defvmap(_matmul_vmap)
+_core.set_vmap_fast(matmul_p, "matmul")  # _matmul_vmap_shared in C for plain lanes
 matmul_p.defsparsity(patterns.MATMUL)
 matmul_p.fast_vjp = _core.FAST_VJP["matmul"]      # the sweep's C shortcut for plain 2-d
 matmul_p.complex_ok = True    # bilinear: transposes, no conjugates (JAX's convention)

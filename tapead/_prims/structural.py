@@ -30,6 +30,7 @@ reshape_p.defbatched(lambda tans, ans, vals, params, K: np.reshape(
 reshape_p.defvmap(lambda args, bdims, shape: (reshape(
     batching.to_front(args[0], bdims[0]), (_core.shape_of(args[0])[bdims[0]],) + tuple(shape)),
     0))
+_core.set_vmap_fast(reshape_p, "reshape")     # the rule in C for plain lanes
 reshape_p.defsparsity(patterns.MOVE)
 
 
@@ -84,6 +85,7 @@ transpose_p.defbatched(lambda tans, ans, vals, params, K: np.transpose(
     tans[0], (0,) + tuple(a + 1 for a in params["axes"])))
 transpose_p.defvmap(lambda args, bdims, axes: (transpose(
     batching.to_front(args[0], bdims[0]), (0,) + tuple(a + 1 for a in axes)), 0))
+_core.set_vmap_fast(transpose_p, "transpose")     # the rule in C for plain lanes
 transpose_p.defsparsity(patterns.MOVE)
 
 
@@ -115,6 +117,7 @@ broadcast_p.defbatched(lambda tans, ans, vals, params, K: np.broadcast_to(
 broadcast_p.defvmap(lambda args, bdims, shape: (broadcast_to(
     batching.padded(args[0], bdims[0], len(shape)),
     (_core.shape_of(args[0])[bdims[0]],) + tuple(shape)), 0))
+_core.set_vmap_fast(broadcast_p, "broadcast_to")     # the rule in C for plain lanes
 broadcast_p.defsparsity(patterns.MOVE)
 
 
