@@ -101,29 +101,46 @@ cdef inline double read_flat(cnp.ndarray a, Py_ssize_t flat) noexcept:
     return (<double *>p)[0]
 
 
-cdef enum:
-    ELEM_CACHE_MAX = 1 << 16    # arrays up to this size keep one node per element
-
-
 cdef Tracer _element_node(Tape tp, Py_ssize_t arr_id, cnp.ndarray arr, Py_ssize_t flat,
                           double v):
     """The element node of ``arr[flat]`` (array node ``arr_id``): recorded on
     the first read, the same node on every later one (``x[i]`` and
     ``x[i + 1]`` in a loop read each element twice), so a replay reads and a
-    sweep scatters each element once."""
-    cdef Py_ssize_t nid, size = cnp.PyArray_SIZE(arr)
+    sweep scatters each element once.
+
+    The nodes read so far are kept in a dict per array until an eighth of its
+    elements have one, then in an int32 array of the array's size (at most
+    32 bytes per element node, less than the node itself); the last array's
+    index is kept as a pointer, so a loop over one array looks up in C.
+    """
+    cdef Py_ssize_t nid, k, size = cnp.PyArray_SIZE(arr)
     cdef cnp.ndarray ids
+    cdef int32_t *p
     if tp.en_array != arr_id:
-        if size > ELEM_CACHE_MAX:
-            return tp.push_scalar(OP_ELEM, arr_id, flat, v, 1.0, 0.0)
         if tp.elem_nodes is None:
             tp.elem_nodes = {}
-        ids = tp.elem_nodes.get(arr_id)
-        if ids is None:
-            ids = np.full(size, -1, dtype=np.int32)
-            tp.elem_nodes[arr_id] = ids
+        ent = tp.elem_nodes.get(arr_id)
+        if type(ent) is not np.ndarray:             # few elements read yet: a dict
+            if ent is None:
+                ent = {}
+                tp.elem_nodes[arr_id] = ent
+            old = (<dict>ent).get(flat)
+            if old is not None:
+                return new_tracer(tp, <Py_ssize_t>old, v, None)
+            nid = tp.push(OP_ELEM, arr_id, flat, v, 1.0, 0.0)
+            (<dict>ent)[flat] = nid
+            if 8 * len(<dict>ent) >= size:          # many read: a dense index
+                ids = np.full(size, -1, dtype=np.int32)
+                p = <int32_t *>cnp.PyArray_DATA(ids)
+                for key, node in (<dict>ent).items():
+                    k = key
+                    p[k] = <int32_t>(<Py_ssize_t>node)
+                tp.elem_nodes[arr_id] = ids
+                tp.en_array = arr_id
+                tp.en_ids = p
+            return new_tracer(tp, nid, v, None)
         tp.en_array = arr_id
-        tp.en_ids = <int32_t *>cnp.PyArray_DATA(ids)
+        tp.en_ids = <int32_t *>cnp.PyArray_DATA(<cnp.ndarray>ent)
     nid = tp.en_ids[flat]
     if nid >= 0:
         return new_tracer(tp, nid, v, None)

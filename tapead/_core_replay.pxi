@@ -268,6 +268,7 @@ cdef enum:
     RK_ELEM = 2             # an element of an array node
     RK_PACK = 3             # a 1-d float64 stack of scalar nodes (a small vector) ...
     RK_LAZY = 4             # ... that no node reads: written when its value is asked for
+    RK_LAZY_STALE = 5       # such a pack a replay passed over (not written since)
 
 
 cdef const unsigned char *_replay_kinds(Tape tp) except NULL:
@@ -362,7 +363,8 @@ cdef int _write_pack(Tape tp, Record rec) except -1:
     cdef cnp.npy_intp dim
     cdef double *data
     if _refcount(<PyObject *>rec.ans) == 1 and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>rec.ans) \
-            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>rec.ans):
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>rec.ans) \
+            and cnp.PyArray_CHKFLAGS(<cnp.ndarray>rec.ans, cnp.NPY_ARRAY_OWNDATA):
         data = <double *>cnp.PyArray_DATA(<cnp.ndarray>rec.ans)
     else:
         dim = m
@@ -375,10 +377,14 @@ cdef int _write_pack(Tape tp, Record rec) except -1:
 
 
 cdef int settle_lazy(Tape tp, Py_ssize_t i) except -1:
-    """Write node ``i``'s array if it is a small vector a replay left stale."""
-    if tp.lazy_stale and 0 <= i < len(tp.replay_kinds) - 1 and tp.op[i] == OP_OBJ and \
-            (<unsigned char *>(<char *>tp.replay_kinds))[i] == RK_LAZY:
-        _write_pack(tp, <Record>tp.recs[<Py_ssize_t>tp.p0[i]])
+    """Write node ``i``'s array if it is a small vector a replay left stale
+    (once: later reads get the same array until the next replay)."""
+    cdef unsigned char *kd
+    if tp.lazy_stale and 0 <= i < len(tp.replay_kinds) - 1:
+        kd = <unsigned char *>(<char *>tp.replay_kinds)
+        if kd[i] == RK_LAZY_STALE:
+            _write_pack(tp, <Record>tp.recs[<Py_ssize_t>tp.p0[i]])
+            kd[i] = RK_LAZY
     return 0
 
 
@@ -386,13 +392,14 @@ cdef int settle_all_lazy(Tape tp) except -1:
     """Write every small vector a replay left stale (before a pass that reads
     object nodes' values directly)."""
     cdef Py_ssize_t i
-    cdef const unsigned char *kd
+    cdef unsigned char *kd
     if not tp.lazy_stale:
         return 0
-    kd = <const unsigned char *>(<char *>tp.replay_kinds)
+    kd = <unsigned char *>(<char *>tp.replay_kinds)
     for i in range(len(tp.replay_kinds) - 1):
-        if kd[i] == RK_LAZY:
+        if kd[i] == RK_LAZY_STALE:
             _write_pack(tp, <Record>tp.recs[<Py_ssize_t>tp.p0[i]])
+            kd[i] = RK_LAZY
     tp.lazy_stale = False
     return 0
 
@@ -472,7 +479,8 @@ cdef object replay_nodes(Tape tp, bint partials):
         if kk == RK_PACK:
             _write_pack(tp, <Record>tp.recs[<Py_ssize_t>tp.p0[i]])
             continue
-        if kk == RK_LAZY:           # written when its value is asked for
+        if kk == RK_LAZY or kk == RK_LAZY_STALE:    # written when its value is asked for
+            (<unsigned char *>kind)[i] = RK_LAZY_STALE
             continue
         o = tp.op[i]
         if o == OP_OBJ:

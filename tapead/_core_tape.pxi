@@ -78,7 +78,20 @@ cdef void spare_release():
     _spare.adj_cap = 0
 
 
-@cython.final
+cdef int _check_node_ids(object ids, Py_ssize_t n, str what) except -1:
+    """Refuse a node id outside 0..n-1 (the sweeps index C buffers with them)."""
+    cdef Py_ssize_t i
+    if type(ids) is range and (<object>ids).step == 1:
+        if len(ids) and ((<object>ids).start < 0 or (<object>ids).stop > n):
+            raise IndexError(f"{what}: nodes {ids} are not all on this tape ({n} nodes)")
+        return 0
+    for j in ids:
+        i = j
+        if i < 0 or i >= n:
+            raise IndexError(f"{what}: node {i} is not on this tape ({n} nodes)")
+    return 0
+
+
 cdef int _clear_object_adjoints(list oadj, const unsigned char *hobj, Py_ssize_t nn) except -1:
     """Put None back where a sweep stored an object adjoint (every store sets
     ``hobj``), so the list can serve the next sweep of the tape."""
@@ -96,6 +109,7 @@ cdef int _clear_object_adjoints(list oadj, const unsigned char *hobj, Py_ssize_t
     return 0
 
 
+@cython.final
 cdef class Tape(Trace):
     """A Wengert tape: an append-only list of nodes and their local rules.
 
@@ -377,6 +391,8 @@ cdef class Tape(Trace):
 
     def record(self, Py_ssize_t i):
         """The ``Record`` of object node ``i``."""
+        if i < 0 or i >= self.n:
+            raise IndexError(f"node {i} is not on this tape of {self.n} nodes")
         if self.op[i] not in (OP_OBJ, OP_GUARD):
             raise ValueError(f"node {i} is a scalar node; it has no record")
         settle_lazy(self, i)
@@ -389,7 +405,8 @@ cdef class Tape(Trace):
         scalar nodes' value and two partials, object nodes' values except
         inputs, and residuals saved by rules -- each distinct array counted
         once), ``index`` (opcode and operand ids of every node, plus the
-        value/partial slots of object nodes) and ``total``.
+        value/partial slots of object nodes, and which node is each array
+        element read by ``x[i]``) and ``total``.
         """
         cdef Py_ssize_t i, n_scalar = 0
         cdef Record rec
@@ -423,6 +440,9 @@ cdef class Tape(Trace):
                     count(rec.ans)
                     count(rec.saved)
         index = self.n * SCALAR_NODE_BYTES - n_scalar * 3 * sizeof(double)
+        if self.elem_nodes:         # which node is each element read (x[i])
+            for ent in self.elem_nodes.values():
+                index += ent.nbytes if type(ent) is np.ndarray else 64 * len(ent)
         return {"values": values, "index": index, "total": values + index}
 
     @property
@@ -469,6 +489,7 @@ cdef class Tape(Trace):
         cdef list oadj = None
         cdef bint all_fast = True
         self._check_partials("backward")
+        _check_node_ids(wrt, nn, "wrt")
         if self.lazy_stale:         # a seeded small vector's rule may read its value
             for i in outputs:
                 settle_lazy(self, i)

@@ -144,7 +144,8 @@ class _Jitted:
         path; ``tds`` holds their structures, compared on a cache hit."""
         if len(args) == 1 and not kwargs and not self._static:
             x = args[0]         # the common call, one float array: the key of the path below
-            if type(x) is np.ndarray and x.dtype in _REAL_FLOATS:
+            if type(x) is np.ndarray and x.ndim and x.dtype in _REAL_FLOATS:
+                self._grad_nums(1)                  # refuses argnums out of range
                 return (1, False, (_LEAF_KEY, (x.shape, x.dtype)), ()), (_LEAF_TD,), \
                     [x], [0]
         static = self._normalised_static(len(args)) if self._static else ()

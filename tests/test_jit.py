@@ -384,3 +384,23 @@ def test_jit_of_vmap_is_refused_with_what_to_do():
         f(np.ones((3, 4)))
     np.testing.assert_allclose(ta.vmap(lambda x: np.sin(x).sum())(np.ones((3, 4))),
                                np.full(3, 4 * np.sin(1.0)), rtol=1e-15)
+
+
+def test_a_0d_array_and_a_float_share_a_gradient_recording_and_bad_argnums_count_nothing():
+    g = ta.jit(ta.grad(lambda x: x * x))
+    assert g(np.array(3.0)) == 6.0 and g(3.0) == 6.0
+    assert (g.cache_info().misses, g.cache_info().hits) == (1, 1)
+    bad = ta.jit(ta.grad(lambda x: (x * x).sum(), argnums=2))
+    with pytest.raises(ValueError):
+        bad(np.ones(3))
+    assert bad.cache_info().misses == 0
+
+
+def test_a_small_vector_read_twice_after_a_replay_is_one_array():
+    # a pack a replay left stale is written once; both outputs are that array
+    jf = ta.jit(lambda x: (lambda y: (y, y))(x * 2.0 + 1.0))     # a 2-element vector op
+    a, b = jf(np.array([1.0, 2.0]))
+    assert a is b
+    a, b = jf(np.array([3.0, 4.0]))
+    assert a is b
+    np.testing.assert_array_equal(a, [7.0, 9.0])

@@ -77,8 +77,8 @@ def test_indexing_an_array_records_element_nodes_not_records():
 
 
 def test_element_nodes_are_shared_per_array_and_per_element():
-    # x[i] twice is one node; two arrays (or an array above the size that keeps
-    # one node per element) do not share
+    # x[i] twice is one node; two arrays do not share; reading one element of a
+    # large array does not cost an index of the array's size
     from tapead._core import Tape
     tape = Tape()
     x = tape.input(np.arange(5.0))
@@ -87,8 +87,15 @@ def test_element_nodes_are_shared_per_array_and_per_element():
     c, d = y[2], x[-3]
     assert a.idx == b.idx == d.idx and c.idx != a.idx
     assert (float(a.primal), float(c.primal)) == (2.0, 12.0)
+    before = tape.memory()["index"]
     big = tape.input(np.arange(70_000.0))
-    assert big[3].idx != big[3].idx
+    for k in range(3, 300):                  # few elements: a dict of their nodes
+        assert big[k].idx == big[k].idx
+    assert tape.memory()["index"] - before < 300 * 200
+    for k in range(10_000):                  # an eighth of them: an index array
+        big[k]
+    assert big[5].idx == big[5].idx and float(big[9_999].primal) == 9_999.0
+    assert tape.memory()["index"] - before >= 70_000 * 4
     z = x[1] * x[1] + np.sin(x[1])
     tape.active = False
     (g,) = tape.backward([z.idx], [1.0], [x.idx])

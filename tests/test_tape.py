@@ -298,3 +298,17 @@ def test_repeated_sweeps_of_one_tape_start_from_zero_adjoints():
         np.array([0.5, -1.0, 2.0]), np.array([[1.0, 2.0, 0.0], [0.0, -1.0, 3.0]]))
     np.testing.assert_allclose(g1[0], gy[0], rtol=1e-15)
     np.testing.assert_allclose(g1[1], gy[1], rtol=1e-15)
+
+
+def test_node_ids_off_the_tape_are_refused():
+    tape = Tape()
+    x = tape.input(np.array([1.0, 2.0]))
+    y = tnp.sum(x * x)
+    tape.active = False
+    for wrt in ([-1], [10 ** 6], range(0, 10 ** 6), [x.idx, 99]):
+        with pytest.raises(IndexError, match="(is|are) not (all )?on this tape"):
+            tape.backward([y.idx], [1.0], wrt)
+    for i in (-1, 10 ** 6):
+        with pytest.raises(IndexError, match="(is|are) not (all )?on this tape"):
+            tape.record(i)
+    np.testing.assert_array_equal(tape.backward([y.idx], [1.0], [x.idx])[0], [2.0, 4.0])
