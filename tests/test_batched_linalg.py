@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import tapead as ta
-from tapead._prims import contract, linalg, linalg_decomp, reductions
+from tapead._prims import contract, linalg, linalg_decomp, linalg_lstsq, reductions
 from tapead._prims.base import Primitive
 from opspecs import SPECS, case_id
 
@@ -27,15 +27,15 @@ PRIMS = {
     "matmul": linalg.matmul_p, "dot": linalg.matmul_p, "dot_nd": contract.ndot_p,
     "tensordot_": contract.tensordot_p, "einsum_": None,    # einsum or einsum1
     "solve": linalg.solve_p, "inv": linalg.inv_p, "det": linalg.det_p,
-    "slogdet": linalg.slogdet_p, "pinv": linalg.pinv_p, "lstsq": linalg.lstsq_p,
+    "slogdet": linalg.slogdet_p, "pinv": linalg_lstsq.pinv_p, "lstsq": linalg_lstsq.lstsq_p,
     "cholesky": linalg_decomp.cholesky_p, "eigh_": linalg_decomp.eigh_p,
     "eigvalsh": linalg_decomp.eigh_p, "qr_": linalg_decomp.qr_p,
     "cumprod": reductions.cumprod_p,
 }
 BATCHED = [linalg.matmul_p, contract.ndot_p, contract.tensordot_p, contract.einsum_p,
            contract.einsum1_p, linalg.solve_p, linalg.inv_p, linalg.det_p, linalg.slogdet_p,
-           linalg.pinv_p, linalg.lstsq_p, linalg_decomp.cholesky_p, linalg_decomp.eigh_p,
-           linalg_decomp.qr_p, reductions.cumprod_p]
+           linalg_lstsq.pinv_p, linalg_lstsq.lstsq_p, linalg_decomp.cholesky_p,
+           linalg_decomp.eigh_p, linalg_decomp.qr_p, reductions.cumprod_p]
 BATCHED_NAMES = {p.name for p in BATCHED}
 
 

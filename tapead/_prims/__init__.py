@@ -12,8 +12,8 @@ import numpy as np
 
 from tapead._prims import elementwise as ew
 from tapead._prims import (bessel, construct, contract, fft, indexing, linalg,  # noqa: F401
-                           linalg_decomp, linalg_svd, piecewise, reductions, shape, sorting, special,
-                           special_gamma, structural)
+                           linalg_decomp, linalg_lstsq, linalg_svd, piecewise, reductions, shape,
+                           sorting, special, special_gamma, structural)
 from tapead._prims.base import Primitive, ShapeOnly
 
 __all__ = ["Primitive", "ShapeOnly", "FAMILIES", "FUNCTIONS", "UFUNCS", "METHODS",
@@ -21,8 +21,8 @@ __all__ = ["Primitive", "ShapeOnly", "FAMILIES", "FUNCTIONS", "UFUNCS", "METHODS
 
 
 #: the primitive families
-FAMILIES = [ew, reductions, shape, indexing, linalg, linalg_decomp, linalg_svd, sorting, special,
-            contract, piecewise, fft, special_gamma, bessel]
+FAMILIES = [ew, reductions, shape, indexing, linalg, linalg_decomp, linalg_lstsq, linalg_svd,
+            sorting, special, contract, piecewise, fft, special_gamma, bessel]
 
 UFUNCS = dict(ew.UFUNCS)
 UFUNCS[np.matmul] = linalg.matmul

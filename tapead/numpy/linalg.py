@@ -12,9 +12,9 @@ from numpy.linalg import LinAlgError  # noqa: F401
 from tapead._prims.contract import linalg_diagonal as diagonal  # noqa: F401
 from tapead._prims.contract import linalg_trace as trace  # noqa: F401
 from tapead._prims.contract import matrix_transpose, tensordot  # noqa: F401
-from tapead._prims.linalg import (  # noqa: F401
-    det, inv, lstsq, matmul, outer, pinv, slogdet, solve)
+from tapead._prims.linalg import det, inv, matmul, outer, slogdet, solve  # noqa: F401
 from tapead._prims.linalg_decomp import cholesky, eig, eigh, eigvals, eigvalsh, qr  # noqa: F401
+from tapead._prims.linalg_lstsq import lstsq, pinv  # noqa: F401
 from tapead._prims.linalg_svd import svd, svdvals  # noqa: F401
 from tapead.compositions.numpy_extra import matrix_power, multi_dot  # noqa: F401
 from tapead.compositions.norms import norm  # noqa: F401
