@@ -27,7 +27,13 @@
  *
  * tapead_tanh_vjp / tapead_tanh_vjp_f: the cotangent of tanh, (1 - a*a) * g
  * from its output a, the three roundings of numpy's three calls in one pass
- * (float64 and float32). */
+ * (float64 and float32).
+ *
+ * tapead_sgd_step / tapead_sgd_step_f: the SGD update p -= lr * g in place,
+ * the product rounded before the difference, as numpy's `p -= lr * g` (a
+ * temporary lr * g, then an in-place subtraction) in one pass without the
+ * temporary (float64 and float32; for float32 numpy rounds the Python float lr
+ * to float32 first, and so does the caller). */
 #ifndef TAPEAD_FUSED_H
 #define TAPEAD_FUSED_H
 #include <math.h>
@@ -144,6 +150,24 @@ TAPEAD_KERNEL tapead_tanh_vjp_f(const float *a, const float *g, float *out, long
         float d = a[i] * a[i];
         d = 1.0f - d;
         out[i] = d * g[i];
+    }
+}
+
+TAPEAD_KERNEL tapead_sgd_step(double *p, const double *g, double lr, long n)
+{
+    long i;
+    for (i = 0; i < n; i++) {
+        double t = lr * g[i];
+        p[i] = p[i] - t;
+    }
+}
+
+TAPEAD_KERNEL tapead_sgd_step_f(float *p, const float *g, float lr, long n)
+{
+    long i;
+    for (i = 0; i < n; i++) {
+        float t = lr * g[i];
+        p[i] = p[i] - t;
     }
 }
 

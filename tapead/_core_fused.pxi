@@ -18,6 +18,8 @@ cdef extern from "_core_fused.h" nogil:
     void tapead_pow_tangent(const double *tx, const double *x, double *out, long n, int k)
     void tapead_pow_partial_dual(const double *x, const double *tx, double *val,
                                  double *tan, long n, int k)
+    void tapead_sgd_step(double *p, const double *g, double lr, long n)
+    void tapead_sgd_step_f(float *p, const float *g, float lr, long n)
 
 cdef enum:
     SINCOS_NOGIL = 4096          # release the GIL from this many elements on
@@ -254,3 +256,109 @@ def pow_partial_dual(x, y):
 
 
 FUSED_JVP = {"mul": FUSED_JVP_MUL, "pow": FUSED_JVP_POW}
+
+
+# --------------------------------------------------------------------------
+# optimizers: the SGD update in place
+# --------------------------------------------------------------------------
+
+cdef bint _sgd_in_c(object p, object g, object lr) noexcept:
+    """Whether ``p -= lr * g`` can run in one C pass with numpy's roundings:
+    writeable C-contiguous float64/float32 arrays of one shape and dtype that
+    do not partly overlap, and a Python float ``lr`` (also an int or a numpy
+    float64 for float64 arrays; for float32 numpy rounds a Python float to
+    float32, while a float64 scalar would make it compute in float64)."""
+    cdef int t
+    cdef char *pp
+    cdef char *gp
+    cdef Py_ssize_t nb
+    if type(g) is not np.ndarray:
+        return False
+    t = arr_type(p)
+    if not ((t == cnp.NPY_DOUBLE or t == cnp.NPY_FLOAT) and arr_type(g) == t
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>p)
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>g)
+            and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>p)
+            and cnp.PyArray_SAMESHAPE(<cnp.ndarray>p, <cnp.ndarray>g)):
+        return False
+    if type(lr) is not float and not (t == cnp.NPY_DOUBLE and (type(lr) is int
+                                                             or type(lr) is np.float64)):
+        return False
+    pp = <char *>cnp.PyArray_DATA(<cnp.ndarray>p)
+    gp = <char *>cnp.PyArray_DATA(<cnp.ndarray>g)
+    nb = cnp.PyArray_NBYTES(<cnp.ndarray>p)
+    return pp == gp or pp + nb <= gp or gp + nb <= pp
+
+
+def sgd_step(list params, list grads, lr):
+    """``p -= lr * g`` in place for each pair of ``params`` and ``grads``.
+
+    Float64 and float32 C-contiguous arrays of one shape and dtype take one C
+    pass each (the product rounded before the difference: numpy's bits);
+    other arrays take numpy's ``p -= lr * g``.  Every pair is checked before
+    any array is changed.
+
+    Parameters
+    ----------
+    params : list of ndarray
+        Updated in place (writeable arrays).
+    grads : list of ndarray or numbers
+        The same length; array gradients have their parameter's shape.
+    lr : float
+
+    Returns
+    -------
+    bool
+        False, with nothing changed, when some parameter is not a numpy
+        array (the caller decides what that means); else True.
+
+    Raises
+    ------
+    ValueError
+        The lists differ in length, or a gradient's shape is not its
+        parameter's.
+    """
+    cdef Py_ssize_t i, n = len(params), size
+    cdef object p, g
+    cdef double lr_d
+    if len(grads) != n:
+        raise ValueError(f"sgd_step: {n} parameters but {len(grads)} gradients; give one "
+                         "gradient per parameter (ta.grad of the loss with respect to them)")
+    for i in range(n):
+        p = params[i]
+        g = grads[i]
+        if type(p) is not np.ndarray:
+            return False
+        if not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>p):
+            raise ValueError(f"sgd_step: parameter {i} is a read-only array; pass "
+                             "writeable arrays (e.g. a copy) to update them in place")
+        if type(g) is np.ndarray:
+            if not cnp.PyArray_SAMESHAPE(<cnp.ndarray>p, <cnp.ndarray>g):
+                raise ValueError(
+                    f"sgd_step: parameter {i} has shape {(<object>p).shape} but its "
+                    f"gradient has shape {(<object>g).shape}; pass the gradient of the "
+                    "loss with respect to these parameters")
+        elif (<object>p).ndim:
+            raise ValueError(
+                f"sgd_step: parameter {i} has shape {(<object>p).shape} but its gradient "
+                f"is {type(g).__name__} {g!r}; pass the gradient of the loss with "
+                "respect to these parameters")
+    lr_d = <double>lr if (type(lr) is float or type(lr) is int
+                          or type(lr) is np.float64) else 0.0
+    for i in range(n):
+        p = params[i]
+        g = grads[i]
+        if not _sgd_in_c(p, g, lr):
+            p -= lr * g                 # numpy, in place (casts, overlaps, strides)
+            continue
+        size = cnp.PyArray_SIZE(<cnp.ndarray>p)
+        if size == 0:
+            continue
+        if arr_type(p) == cnp.NPY_DOUBLE:
+            tapead_sgd_step(<double *>cnp.PyArray_DATA(<cnp.ndarray>p),
+                            <const double *>cnp.PyArray_DATA(<cnp.ndarray>g), lr_d, size)
+        else:
+            tapead_sgd_step_f(<float *>cnp.PyArray_DATA(<cnp.ndarray>p),
+                              <const float *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                              <float>lr_d, size)
+    return True
