@@ -80,6 +80,7 @@ def traces_started():
 # records of object nodes
 # --------------------------------------------------------------------------
 
+@cython.freelist(256)
 @cython.final
 cdef class Record:
     """What an object node keeps.
