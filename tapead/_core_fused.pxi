@@ -20,6 +20,8 @@ cdef extern from "_core_fused.h" nogil:
                                  double *tan, long n, int k)
     void tapead_sgd_step(double *p, const double *g, double lr, long n)
     void tapead_sgd_step_f(float *p, const float *g, float lr, long n)
+    void tapead_sum_rows(const double *g, double *out, long rows, long n)
+    void tapead_sum_rows_f(const float *g, float *out, long rows, long n)
 
 cdef enum:
     SINCOS_NOGIL = 4096          # release the GIL from this many elements on
@@ -172,6 +174,40 @@ cdef object tanh_vjp(object a, object g):
                           <const float *>cnp.PyArray_DATA(<cnp.ndarray>g),
                           <float *>cnp.PyArray_DATA(<cnp.ndarray>out), n)
     return out
+
+
+cdef object sum_leading(object g, Py_ssize_t lead):
+    """``np.add.reduce(g, axis=tuple(range(lead)))`` of a C-contiguous float64 or
+    float32 ndarray in one C pass, numpy's bits (0.0, then the rows added in
+    order), when the kept axes hold at least two elements; else None (numpy
+    sums a single column pairwise)."""
+    cdef int t = arr_type(g), k, nd = arr_ndim(g)
+    cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(<cnp.ndarray>g)
+    cdef Py_ssize_t rows = 1, inner = 1
+    if not ((t == cnp.NPY_DOUBLE or t == cnp.NPY_FLOAT) and 0 < lead <= nd
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>g)):
+        return None
+    for k in range(lead):
+        rows *= dims[k]
+    for k in range(lead, nd):
+        inner *= dims[k]
+    if inner < 2:
+        return None
+    out = cnp.PyArray_EMPTY(nd - lead, dims + lead, t, 0)
+    if t == cnp.NPY_DOUBLE:
+        tapead_sum_rows(<const double *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                        <double *>cnp.PyArray_DATA(<cnp.ndarray>out), rows, inner)
+    else:
+        tapead_sum_rows_f(<const float *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                          <float *>cnp.PyArray_DATA(<cnp.ndarray>out), rows, inner)
+    return out
+
+
+def fused_sum_leading(g, int lead):
+    """``np.add.reduce(g, axis=tuple(range(lead)))`` in one C pass (numpy's bits)
+    for C-contiguous float64/float32 arrays whose kept axes hold >= 2 elements,
+    else None: the cotangent of a bias broadcast along ``lead`` leading axes."""
+    return sum_leading(g, lead)
 
 
 def fused_tanh_vjp(a, g):

@@ -275,7 +275,9 @@ cdef object fast_vjp(int kind, int k, object g, Record rec):
             return _NOFAST
         if lead > 0:
             # a broadcast operand (a bias): sum over the leading axes, as unbroadcast does
-            g = _np_add_reduce(g, _LEAD_AXES_1 if lead == 1 else tuple(range(lead)))
+            d = sum_leading(g, lead)     # one C pass over the rows, numpy's bits
+            g = d if d is not None else \
+                _np_add_reduce(g, _LEAD_AXES_1 if lead == 1 else tuple(range(lead)))
         if kind == FAST_SUB and k == 1:
             return _np_negative(g)
         return g

@@ -103,3 +103,42 @@ def test_mlp_gradient_against_jax_and_the_rules():
     for k in p:
         assert ours[k].tobytes() == slow[k].tobytes()
         np.testing.assert_allclose(ours[k], np.asarray(ref[k]), rtol=1e-12, atol=1e-14)
+
+
+# -- the bias cotangent: np.add.reduce over the leading axes in one C pass --
+
+SUM_SHAPES = [(64, 64), (1, 5), (3, 2), (2, 3, 4), (5, 1, 2), (2, 2, 2, 2), (300, 7),
+              (64, 1), (7, 0), (0, 5), (4,)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", SUM_SHAPES, ids=str)
+def test_sum_leading_is_numpys_reduction_bit_for_bit(shape, dtype):
+    from tapead import _core
+    rng = np.random.default_rng(4)
+    g = (rng.standard_normal(shape) * np.exp(rng.uniform(-30, 30, shape))).astype(dtype)
+    for lead in range(1, len(shape) + 1):
+        out = _core.fused_sum_leading(g, lead)
+        inner = int(np.prod(shape[lead:]))
+        if inner < 2:
+            assert out is None          # numpy sums one column pairwise
+            continue
+        ref = np.add.reduce(g, axis=tuple(range(lead)))
+        assert out.shape == ref.shape and out.dtype == ref.dtype
+        assert out.tobytes() == ref.tobytes()
+
+
+def test_sum_leading_special_values_and_declines():
+    from tapead import _core
+    g = np.array([[-0.0, np.inf, 1.0, np.nan], [-0.0, -np.inf, 1e308, 2.0],
+                  [-0.0, 1.0, 1e308, 3.0]])
+    out = _core.fused_sum_leading(g, 1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref = np.add.reduce(g, axis=(0,))
+    assert out.tobytes() == ref.tobytes()
+    assert not np.signbit(out[0])      # numpy starts from +0.0
+    assert _core.fused_sum_leading(g.T, 1) is None                 # not C-contiguous
+    assert _core.fused_sum_leading(g.astype(np.int64), 1) is None
+    assert _core.fused_sum_leading(g.astype(np.complex128), 1) is None
+    assert _core.fused_sum_leading(g, 0) is None
+    assert _core.fused_sum_leading(g, 3) is None
