@@ -38,6 +38,7 @@ cdef inline tuple arr_shape(object a):
 
 
 @cython.freelist(256)
+@cython.no_gc                   # a tuple of ints and a dtype: no reference cycles
 @cython.final
 cdef class ShapeOnly:
     """Stands in for an argument whose value no rule needs (shape, dtype kept)."""
