@@ -308,8 +308,8 @@ cdef bint _sgd_in_c(object p, object g, object lr) noexcept:
     cdef char *pp
     cdef char *gp
     cdef Py_ssize_t nb
-    if type(g) is not np.ndarray:
-        return False
+    if type(p) is not np.ndarray or type(g) is not np.ndarray:
+        return False                    # subclasses (memmap, ...) take numpy's -=
     t = arr_type(p)
     if not ((t == cnp.NPY_DOUBLE or t == cnp.NPY_FLOAT) and arr_type(g) == t
             and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>p)
@@ -331,7 +331,8 @@ def sgd_step(list params, list grads, lr):
 
     Float64 and float32 C-contiguous arrays of one shape and dtype take one C
     pass each (the product rounded before the difference: numpy's bits);
-    other arrays take numpy's ``p -= lr * g``.  Every pair is checked before
+    other arrays (strided, other dtypes, ndarray subclasses) take numpy's
+    ``p -= lr * g``.  Every pair is checked before
     any array is changed.
 
     Parameters
@@ -363,7 +364,7 @@ def sgd_step(list params, list grads, lr):
     for i in range(n):
         p = params[i]
         g = grads[i]
-        if type(p) is not np.ndarray:
+        if not isinstance(p, np.ndarray):
             return False
         if not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>p):
             raise ValueError(f"sgd_step: parameter {i} is a read-only array; pass "

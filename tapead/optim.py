@@ -84,7 +84,7 @@ def sgd_inplace(params: Any, grads: Any, lr: float) -> None:
                          f"parameters' {td}; pass the gradient of the loss with respect "
                          "to these parameters")
     if not _core.sgd_step(p_leaves, g_leaves, lr):
-        bad = next(type(p).__name__ for p in p_leaves if type(p) is not np.ndarray)
+        bad = next(type(p).__name__ for p in p_leaves if not isinstance(p, np.ndarray))
         raise TypeError(f"sgd_inplace: a parameter is a {bad}, not a numpy array, so it "
                         "cannot change in place; use ta.optim.sgd, which returns new "
                         "parameters, or keep the parameters as arrays")

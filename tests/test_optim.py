@@ -56,6 +56,18 @@ def test_non_contiguous_and_mixed_dtype_leaves_take_numpy():
     assert _same_bits(big[:, ::2], refs[0])
 
 
+def test_ndarray_subclass_parameters_are_updated_in_place_by_numpy():
+    class Sub(np.ndarray):
+        pass
+    rng = np.random.default_rng(6)
+    base = rng.standard_normal(6)
+    p = base.copy().view(Sub)
+    g = rng.standard_normal(6)
+    ref = _reference(base, g, 0.3)
+    sgd_inplace({"w": p}, {"w": g}, 0.3)
+    assert type(p) is Sub and np.asarray(p).tobytes() == ref.tobytes()
+
+
 def test_gradient_that_is_the_parameter_or_overlaps_it():
     rng = np.random.default_rng(3)
     p = rng.standard_normal(10)
