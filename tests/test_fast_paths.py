@@ -138,7 +138,7 @@ def test_sum_leading_special_values_and_declines():
     assert out.tobytes() == ref.tobytes()
     assert not np.signbit(out[0])      # numpy starts from +0.0
     assert _core.fused_sum_leading(g.T, 1) is None                 # not C-contiguous
-    assert _core.fused_sum_leading(g.astype(np.int64), 1) is None
+    assert _core.fused_sum_leading(np.ones((3, 4), dtype=np.int64), 1) is None
     assert _core.fused_sum_leading(g.astype(np.complex128), 1) is None
     assert _core.fused_sum_leading(g, 0) is None
     assert _core.fused_sum_leading(g, 3) is None
