@@ -27,11 +27,17 @@ result is checked)::
 
     python -m pytest benchmarks/bench_training.py
 
-One SGD step of T1's tapead gradient (``value_and_grad`` of the loss, batch
-64), measured under load (2 shared cores, other jobs running; minimum of
-repeats, interleaved runs): 86-87 us against 73-76 us for the backpropagation
-written out in numpy, 1.15-1.17x (was 1.23x; tanh's cotangent is one C pass
-now).  ``benchmarks/report_training.py`` prints the full tables (60 epochs) with
+One SGD step of T1 (``value_and_grad`` of the loss, batch 64, and the
+update), measured 2026-12-01 under load (2 shared cores, load average about 3,
+other jobs running; minimum over 12 interleaved one-epoch runs, three times):
+98-101 us against 92-96 us for the backpropagation written out in numpy,
+1.05-1.06x (the same day before the changes below: 111-114 us, 1.17-1.20x).
+About 4 us of the gain is the update, ``ta.optim.sgd_inplace`` (one C pass per
+array instead of ``params[k] -= lr * g[k]``, which the numpy trainer keeps);
+the rest is recording (no list or attribute lookups for the shapes add and
+tanh keep, no float checks for array nodes) and the sweep (a bias's cotangent
+summed over the batch in one C pass).  Parameters and test RMSE are those of
+before bit for bit.  ``benchmarks/report_training.py`` prints the full tables (60 epochs) with
 ratios against the targets.  The peers are optional (skipped when not
 importable).  No test asserts a wall-clock time or a memory figure.
 """

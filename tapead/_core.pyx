@@ -80,6 +80,7 @@ def traces_started():
 # records of object nodes
 # --------------------------------------------------------------------------
 
+@cython.freelist(256)
 @cython.final
 cdef class Record:
     """What an object node keeps.
@@ -149,7 +150,7 @@ cdef object matmul_boxes(object x, object y):
             return _box_methods["matmul"](x, y)
         yv = primal_of(yv)
     if _MATMUL_PRIM is not None and type(xv) is np.ndarray and type(yv) is np.ndarray \
-            and (<object>xv).ndim >= 1 and (<object>yv).ndim >= 1:
+            and arr_ndim(xv) >= 1 and arr_ndim(yv) >= 1:
         return _bind(_MATMUL_PRIM, (x, y), _NO_PARAMS)
     return _box_methods["matmul"](x, y)
 

@@ -74,6 +74,10 @@ cdef inline object unbox_at(object x, Trace trace):
     return x
 
 
+cdef inline bint _is_box(object v) noexcept:
+    return type(v) is Tracer or type(v) is Dual or type(v) is Batched
+
+
 cdef inline Trace trace_of(object x):
     if type(x) is Tracer:
         return (<Tracer>x).tape
@@ -175,13 +179,25 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
                 if ans is not None:
                     return ans
         return (<BatchTrace>top).handler(top, prim, args, params)
-    vals = []
-    for i in range(n):
-        v = unbox_at(args[i], top)
-        if not inner and (type(v) is Tracer or type(v) is Dual or type(v) is Batched):
+    if n == 2:                          # the common arities without the list
+        v = unbox_at(args[0], top)
+        w = unbox_at(args[1], top)
+        if not inner and (_is_box(v) or _is_box(w)):
             inner = True
-        vals.append(v)
-    vals_t = tuple(vals)
+        vals_t = (v, w)
+    elif n == 1:
+        v = unbox_at(args[0], top)
+        if not inner and _is_box(v):
+            inner = True
+        vals_t = (v,)
+    else:
+        vals = []
+        for i in range(n):
+            v = unbox_at(args[i], top)
+            if not inner and _is_box(v):
+                inner = True
+            vals.append(v)
+        vals_t = tuple(vals)
     if inner:
         ans = _bind(prim, vals_t, params)
         if type(ans) is Batched and not (_TRANSFORMS_HOLD_BATCHED

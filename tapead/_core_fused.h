@@ -27,7 +27,20 @@
  *
  * tapead_tanh_vjp / tapead_tanh_vjp_f: the cotangent of tanh, (1 - a*a) * g
  * from its output a, the three roundings of numpy's three calls in one pass
- * (float64 and float32). */
+ * (float64 and float32).
+ *
+ * tapead_sgd_step / tapead_sgd_step_f: the SGD update p -= lr * g in place,
+ * the product rounded before the difference, as numpy's `p -= lr * g` (a
+ * temporary lr * g, then an in-place subtraction) in one pass without the
+ * temporary (float64 and float32; for float32 numpy rounds the Python float lr
+ * to float32 first, and so does the caller).
+ *
+ * tapead_sum_rows / tapead_sum_rows_f: the column sums of a C-contiguous
+ * (rows, n) block, out[j] = ((0.0 + g[0, j]) + g[1, j]) + ...: numpy's
+ * np.add.reduce over the leading axes when the kept axes hold n >= 2 elements
+ * (its reduction loop then runs over whole rows in order; for n == 1 numpy sums
+ * pairwise, and the caller leaves that case to numpy); numpy starts from its
+ * identity 0.0 too, so a column of -0.0 sums to +0.0. */
 #ifndef TAPEAD_FUSED_H
 #define TAPEAD_FUSED_H
 #include <math.h>
@@ -144,6 +157,48 @@ TAPEAD_KERNEL tapead_tanh_vjp_f(const float *a, const float *g, float *out, long
         float d = a[i] * a[i];
         d = 1.0f - d;
         out[i] = d * g[i];
+    }
+}
+
+TAPEAD_KERNEL tapead_sgd_step(double *p, const double *g, double lr, long n)
+{
+    long i;
+    for (i = 0; i < n; i++) {
+        double t = lr * g[i];
+        p[i] = p[i] - t;
+    }
+}
+
+TAPEAD_KERNEL tapead_sgd_step_f(float *p, const float *g, float lr, long n)
+{
+    long i;
+    for (i = 0; i < n; i++) {
+        float t = lr * g[i];
+        p[i] = p[i] - t;
+    }
+}
+
+TAPEAD_KERNEL tapead_sum_rows(const double *g, double *out, long rows, long n)
+{
+    long i, j;
+    for (j = 0; j < n; j++)
+        out[j] = 0.0;
+    for (i = 0; i < rows; i++) {
+        const double *r = g + i * n;
+        for (j = 0; j < n; j++)
+            out[j] = out[j] + r[j];
+    }
+}
+
+TAPEAD_KERNEL tapead_sum_rows_f(const float *g, float *out, long rows, long n)
+{
+    long i, j;
+    for (j = 0; j < n; j++)
+        out[j] = 0.0f;
+    for (i = 0; i < rows; i++) {
+        const float *r = g + i * n;
+        for (j = 0; j < n; j++)
+            out[j] = out[j] + r[j];
     }
 }
 

@@ -18,6 +18,10 @@ cdef extern from "_core_fused.h" nogil:
     void tapead_pow_tangent(const double *tx, const double *x, double *out, long n, int k)
     void tapead_pow_partial_dual(const double *x, const double *tx, double *val,
                                  double *tan, long n, int k)
+    void tapead_sgd_step(double *p, const double *g, double lr, long n)
+    void tapead_sgd_step_f(float *p, const float *g, float lr, long n)
+    void tapead_sum_rows(const double *g, double *out, long rows, long n)
+    void tapead_sum_rows_f(const float *g, float *out, long rows, long n)
 
 cdef enum:
     SINCOS_NOGIL = 4096          # release the GIL from this many elements on
@@ -172,6 +176,40 @@ cdef object tanh_vjp(object a, object g):
     return out
 
 
+cdef object sum_leading(object g, Py_ssize_t lead):
+    """``np.add.reduce(g, axis=tuple(range(lead)))`` of a C-contiguous float64 or
+    float32 ndarray in one C pass, numpy's bits (0.0, then the rows added in
+    order), when the kept axes hold at least two elements; else None (numpy
+    sums a single column pairwise)."""
+    cdef int t = arr_type(g), k, nd = arr_ndim(g)
+    cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(<cnp.ndarray>g)
+    cdef Py_ssize_t rows = 1, inner = 1
+    if not ((t == cnp.NPY_DOUBLE or t == cnp.NPY_FLOAT) and 0 < lead <= nd
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>g)):
+        return None
+    for k in range(lead):
+        rows *= dims[k]
+    for k in range(lead, nd):
+        inner *= dims[k]
+    if inner < 2:
+        return None
+    out = cnp.PyArray_EMPTY(nd - lead, dims + lead, t, 0)
+    if t == cnp.NPY_DOUBLE:
+        tapead_sum_rows(<const double *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                        <double *>cnp.PyArray_DATA(<cnp.ndarray>out), rows, inner)
+    else:
+        tapead_sum_rows_f(<const float *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                          <float *>cnp.PyArray_DATA(<cnp.ndarray>out), rows, inner)
+    return out
+
+
+def fused_sum_leading(g, int lead):
+    """``np.add.reduce(g, axis=tuple(range(lead)))`` in one C pass (numpy's bits)
+    for C-contiguous float64/float32 arrays whose kept axes hold >= 2 elements,
+    else None: the cotangent of a bias broadcast along ``lead`` leading axes."""
+    return sum_leading(g, lead)
+
+
 def fused_tanh_vjp(a, g):
     """``(1 - a*a) * g`` in one pass (the cotangent of tanh from its output ``a``)
     for C-contiguous float64 or float32 arrays of one shape, else None."""
@@ -254,3 +292,110 @@ def pow_partial_dual(x, y):
 
 
 FUSED_JVP = {"mul": FUSED_JVP_MUL, "pow": FUSED_JVP_POW}
+
+
+# --------------------------------------------------------------------------
+# optimizers: the SGD update in place
+# --------------------------------------------------------------------------
+
+cdef bint _sgd_in_c(object p, object g, object lr) noexcept:
+    """Whether ``p -= lr * g`` can run in one C pass with numpy's roundings:
+    writeable C-contiguous float64/float32 arrays of one shape and dtype that
+    do not partly overlap, and a Python float ``lr`` (also an int or a numpy
+    float64 for float64 arrays; for float32 numpy rounds a Python float to
+    float32, while a float64 scalar would make it compute in float64)."""
+    cdef int t
+    cdef char *pp
+    cdef char *gp
+    cdef Py_ssize_t nb
+    if type(p) is not np.ndarray or type(g) is not np.ndarray:
+        return False                    # subclasses (memmap, ...) take numpy's -=
+    t = arr_type(p)
+    if not ((t == cnp.NPY_DOUBLE or t == cnp.NPY_FLOAT) and arr_type(g) == t
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>p)
+            and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>g)
+            and cnp.PyArray_ISWRITEABLE(<cnp.ndarray>p)
+            and cnp.PyArray_SAMESHAPE(<cnp.ndarray>p, <cnp.ndarray>g)):
+        return False
+    if type(lr) is not float and not (t == cnp.NPY_DOUBLE and (type(lr) is int
+                                                             or type(lr) is np.float64)):
+        return False
+    pp = <char *>cnp.PyArray_DATA(<cnp.ndarray>p)
+    gp = <char *>cnp.PyArray_DATA(<cnp.ndarray>g)
+    nb = cnp.PyArray_NBYTES(<cnp.ndarray>p)
+    return pp == gp or pp + nb <= gp or gp + nb <= pp
+
+
+def sgd_step(list params, list grads, lr):
+    """``p -= lr * g`` in place for each pair of ``params`` and ``grads``.
+
+    Float64 and float32 C-contiguous arrays of one shape and dtype take one C
+    pass each (the product rounded before the difference: numpy's bits);
+    other arrays (strided, other dtypes, ndarray subclasses) take numpy's
+    ``p -= lr * g``.  Every pair is checked before
+    any array is changed.
+
+    Parameters
+    ----------
+    params : list of ndarray
+        Updated in place (writeable arrays).
+    grads : list of ndarray or numbers
+        The same length; array gradients have their parameter's shape.
+    lr : float
+
+    Returns
+    -------
+    bool
+        False, with nothing changed, when some parameter is not a numpy
+        array (the caller decides what that means); else True.
+
+    Raises
+    ------
+    ValueError
+        The lists differ in length, or a gradient's shape is not its
+        parameter's.
+    """
+    cdef Py_ssize_t i, n = len(params), size
+    cdef object p, g
+    cdef double lr_d
+    if len(grads) != n:
+        raise ValueError(f"sgd_step: {n} parameters but {len(grads)} gradients; give one "
+                         "gradient per parameter (ta.grad of the loss with respect to them)")
+    for i in range(n):
+        p = params[i]
+        g = grads[i]
+        if not isinstance(p, np.ndarray):
+            return False
+        if not cnp.PyArray_ISWRITEABLE(<cnp.ndarray>p):
+            raise ValueError(f"sgd_step: parameter {i} is a read-only array; pass "
+                             "writeable arrays (e.g. a copy) to update them in place")
+        if type(g) is np.ndarray:
+            if not cnp.PyArray_SAMESHAPE(<cnp.ndarray>p, <cnp.ndarray>g):
+                raise ValueError(
+                    f"sgd_step: parameter {i} has shape {(<object>p).shape} but its "
+                    f"gradient has shape {(<object>g).shape}; pass the gradient of the "
+                    "loss with respect to these parameters")
+        elif (<object>p).ndim:
+            raise ValueError(
+                f"sgd_step: parameter {i} has shape {(<object>p).shape} but its gradient "
+                f"is {type(g).__name__} {g!r}; pass the gradient of the loss with "
+                "respect to these parameters")
+    lr_d = <double>lr if (type(lr) is float or type(lr) is int
+                          or type(lr) is np.float64) else 0.0
+    for i in range(n):
+        p = params[i]
+        g = grads[i]
+        if not _sgd_in_c(p, g, lr):
+            p -= lr * g                 # numpy, in place (casts, overlaps, strides)
+            continue
+        size = cnp.PyArray_SIZE(<cnp.ndarray>p)
+        if size == 0:
+            continue
+        if arr_type(p) == cnp.NPY_DOUBLE:
+            tapead_sgd_step(<double *>cnp.PyArray_DATA(<cnp.ndarray>p),
+                            <const double *>cnp.PyArray_DATA(<cnp.ndarray>g), lr_d, size)
+        else:
+            tapead_sgd_step_f(<float *>cnp.PyArray_DATA(<cnp.ndarray>p),
+                              <const float *>cnp.PyArray_DATA(<cnp.ndarray>g),
+                              <float>lr_d, size)
+    return True

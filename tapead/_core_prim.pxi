@@ -26,6 +26,19 @@ cdef inline bint arr_same_layout(object a, object b) noexcept:
             and cnp.PyArray_SAMESHAPE(<cnp.ndarray>a, <cnp.ndarray>b))
 
 
+cdef inline tuple arr_shape(object a):
+    """``a.shape`` of an ndarray from its C struct (no attribute lookup)."""
+    cdef int k, nd = cnp.PyArray_NDIM(<cnp.ndarray>a)
+    cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(<cnp.ndarray>a)
+    if nd == 1:
+        return (dims[0],)
+    if nd == 2:
+        return (dims[0], dims[1])
+    return tuple([dims[k] for k in range(nd)])
+
+
+@cython.freelist(256)
+@cython.no_gc                   # a tuple of ints and a dtype: no reference cycles
 @cython.final
 cdef class ShapeOnly:
     """Stands in for an argument whose value no rule needs (shape, dtype kept)."""
@@ -34,8 +47,8 @@ cdef class ShapeOnly:
 
     def __cinit__(self, x):
         if type(x) is np.ndarray:
-            self.shape = x.shape
-            self.dtype = x.dtype
+            self.shape = arr_shape(x)
+            self.dtype = <object>cnp.PyArray_DESCR(<cnp.ndarray>x)
         elif type(x) is float or type(x) is int:
             self.shape = ()
             self.dtype = _FLOAT64
@@ -98,10 +111,14 @@ cdef tuple prim_save(PrimitiveBase p, tuple vals, object ans):
     if p.saves is None:
         return vals
     n = len(vals)
+    if n == 2 and not p.saves:          # add, subtract: shapes only, no list
+        return (ShapeOnly.__new__(ShapeOnly, vals[0]), ShapeOnly.__new__(ShapeOnly, vals[1]))
+    if n == 1 and not p.saves:          # tanh, exp and the like (they read their output)
+        return (ShapeOnly.__new__(ShapeOnly, vals[0]),)
     out = []
     for i in range(n):
         v = vals[i]
-        out.append(v if i in p.saves else ShapeOnly(v))
+        out.append(v if i in p.saves else ShapeOnly.__new__(ShapeOnly, v))
     return tuple(out)
 
 
@@ -228,22 +245,40 @@ cdef inline object _shape_of_saved(object t):
     return None
 
 
+cdef tuple _LEAD_AXES_1 = (0,)
+
+
+cdef Py_ssize_t _leading_axes(object shape, object g) except -2:
+    """How many leading axes of ndarray ``g`` a value of ``shape`` (a tuple) was
+    broadcast along: 0 for the same shape, -1 when ``shape`` is not the tail of
+    ``g``'s shape (compared in C, no shape tuple of ``g`` built)."""
+    cdef Py_ssize_t k, m = len(<tuple>shape), nd = arr_ndim(g), lead = nd - m
+    cdef cnp.npy_intp *dims = cnp.PyArray_DIMS(<cnp.ndarray>g)
+    if lead < 0:
+        return -1
+    for k in range(m):
+        if <Py_ssize_t>(<tuple>shape)[k] != dims[lead + k]:
+            return -1
+    return lead
+
+
 cdef object fast_vjp(int kind, int k, object g, Record rec):
-    cdef object a, b, d, shape, gshape
+    cdef object a, b, d, shape
     cdef Py_ssize_t lead
     if type(g) is not np.ndarray or cnp.PyTypeNum_ISCOMPLEX(arr_type(g)):
         return _NOFAST        # complex cotangents take the rules (real parts for real inputs)
     if kind == FAST_PASS or kind == FAST_SUB:
         shape = _shape_of_saved(rec.saved[k])
-        gshape = (<object>g).shape
         if shape is None:
             return _NOFAST
-        if shape != gshape:
+        lead = _leading_axes(shape, g)
+        if lead < 0:
+            return _NOFAST
+        if lead > 0:
             # a broadcast operand (a bias): sum over the leading axes, as unbroadcast does
-            lead = len(gshape) - len(shape)
-            if lead <= 0 or gshape[lead:] != shape:
-                return _NOFAST
-            g = _np_add_reduce(g, axis=tuple(range(lead)))
+            d = sum_leading(g, lead)     # one C pass over the rows, numpy's bits
+            g = d if d is not None else \
+                _np_add_reduce(g, _LEAD_AXES_1 if lead == 1 else tuple(range(lead)))
         if kind == FAST_SUB and k == 1:
             return _np_negative(g)
         return g

@@ -41,6 +41,7 @@ cdef inline bint _is_scalar_float(object c):
 cdef tuple _ONE_NONE = (None,)
 cdef tuple _TWO_NONE = (None, None)
 cdef tuple _ONE_CONST = (-1,)
+cdef double _NAN = float("nan")      # the value slot of an array node (no np.nan lookup)
 
 
 # The scalar buffers of the last large tape freed, kept for the next one: a
@@ -255,7 +256,7 @@ cdef class Tape(Trace):
         rec.prim = None
         rec.parents = ()
         rec.ans = value
-        i = self.push_record(OP_OBJ, rec, np.nan)
+        i = self.push_record(OP_OBJ, rec, _NAN)
         self.inputs.append(i)
         return new_tracer(self, i, 0.0, value)
 
@@ -276,7 +277,7 @@ cdef class Tape(Trace):
                 rec.prim = None
                 rec.parents = ()
                 rec.ans = v
-                i = self.push_record(OP_OBJ, rec, np.nan)
+                i = self.push_record(OP_OBJ, rec, _NAN)
                 self.inputs.append(i)
                 out.append(new_tracer(self, i, 0.0, v))
             else:
@@ -322,14 +323,17 @@ cdef class Tape(Trace):
         rec.prim = prim
         rec.params = params
         rec.saved = prim_save(prim, vals, ans) if saved is None else saved
-        if type(ans) is np.ndarray and arr_ndim(ans) == 0 and \
-                (<object>ans).dtype is _FLOAT64:
+        if type(ans) is np.ndarray:
+            if arr_ndim(ans) != 0 or (<object>ans).dtype is not _FLOAT64:
+                rec.ans = ans           # an array node (the common case of array code)
+                i = self.push_record(OP_OBJ, rec, _NAN)
+                return new_tracer(self, i, 0.0, ans)
             ans = float(ans)
         rec.ans = ans
         if isinstance(ans, float):
             i = self.push_record(OP_OBJ, rec, ans)
             return new_tracer(self, i, ans, None)
-        i = self.push_record(OP_OBJ, rec, np.nan)
+        i = self.push_record(OP_OBJ, rec, _NAN)
         return new_tracer(self, i, 0.0, ans)
 
     def guard_value(self, x, fn, result, str what):

@@ -36,7 +36,7 @@ LINALG_NAMES = [n for n in tla.__all__ if n != "LinAlgError"]
 # checks their derivatives instead
 SPECIAL_WITH_EXAMPLES = ["logsumexp", "softmax", "log_softmax", "polygamma"]
 NN_NAMES = ["mse", "init_mlp", "mlp", "mlp_tape_nbytes"]
-OPTIM_NAMES = ["sgd", "Adam"]
+OPTIM_NAMES = ["sgd", "sgd_inplace", "Adam"]
 
 WITH_EXAMPLES = ([(ta, n) for n in TA_NAMES] + [(sc, n) for n in SC_NAMES]
                  + [(tla, n) for n in LINALG_NAMES] + [(tsp, n) for n in SPECIAL_WITH_EXAMPLES]

@@ -18,6 +18,7 @@ import numpy as np
 
 import tapead as ta
 from tapead.nn import init_mlp, mlp, mlp_tape_nbytes, mse
+from tapead.optim import sgd_inplace
 
 SIZES = (2, 64, 64, 1)
 BATCH = 64
@@ -87,8 +88,7 @@ def train(X, y, epochs: int = 60, lr: float = LR, seed: int = 0, progress: bool 
         for s in range(0, n, BATCH):
             b = perm[s:s + BATCH]
             loss, g = value_and_grad(params, X[b], t[b])
-            for k in params:
-                params[k] -= lr * g[k]
+            sgd_inplace(params, g, lr)      # params[k] -= lr * g[k], one C pass each
             total += float(loss) * len(b)
         curve.append(total / n)
         if bar is not None:
