@@ -104,6 +104,14 @@ def train_tapead(X, y, epochs: int = EPOCHS, lr: float = LR, seed: int = 0) -> R
     return terrain.train(X, y, epochs=epochs, lr=lr, seed=seed, progress=False)
 
 
+def train_tapead_numpy_update(X, y, epochs: int = EPOCHS, lr: float = LR,
+                              seed: int = 0) -> Result:
+    """tapead's gradients with the numpy trainer's update (the gradients alone compared)."""
+    from tapead.examples import terrain
+    return terrain.train(X, y, epochs=epochs, lr=lr, seed=seed, progress=False,
+                         inplace_update=False)
+
+
 def train_numpy(X, y, epochs: int = EPOCHS, lr: float = LR, seed: int = 0) -> Result:
     from tapead.examples import terrain
     return terrain.train_numpy_by_hand(X, y, epochs=epochs, lr=lr, seed=seed)
@@ -222,6 +230,7 @@ def default_torch_threads() -> int:
 #: name -> (peer module to import or None, trainer)
 TRAINERS: Dict[str, Tuple[Optional[str], Callable[..., Result]]] = {
     "tapead": (None, train_tapead),
+    "tapead, numpy's update": (None, train_tapead_numpy_update),
     "numpy by hand": (None, train_numpy),
     "autograd": ("autograd", train_autograd),
     "jax.jit step": ("jax", train_jax),

@@ -139,6 +139,10 @@ def print_terrain(rows: Dict[str, dict], epochs: int) -> None:
             v = rows[name]["best_step_us"]
             print(f"| {label} | {(t / v if invert else v / t):.2f} | {target} |")
     line("tapead / numpy by hand", "numpy by hand", "<= 1.1", invert=True)
+    if "tapead, numpy's update" in rows and "numpy by hand" in rows:
+        v = rows["tapead, numpy's update"]["best_step_us"] / rows["numpy by hand"]["best_step_us"]
+        print(f"| tapead with numpy's update / numpy by hand (the gradients alone) | "
+              f"{v:.2f} | <= 1.1 |")
     line("jax.jit step / tapead", "jax.jit step", "> 1 (tapead faster)")
     line("torch eager 1 thread / tapead", "torch eager, 1 thread", ">= 3.3 (tapead <= 0.3x)")
     line("torch eager default threads / tapead", "torch eager, default threads",

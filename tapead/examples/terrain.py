@@ -69,8 +69,13 @@ def loss_fn(params: Dict[str, np.ndarray], x, t):
     return mse(mlp(params, x), t)
 
 
-def train(X, y, epochs: int = 60, lr: float = LR, seed: int = 0, progress: bool = True):
-    """SGD with tapead gradients; returns (params, scale, loss curve per epoch)."""
+def train(X, y, epochs: int = 60, lr: float = LR, seed: int = 0, progress: bool = True,
+          inplace_update: bool = True):
+    """SGD with tapead gradients; returns (params, scale, loss curve per epoch).
+
+    ``inplace_update=False`` updates with numpy's ``params[k] -= lr * g[k]``
+    (the same numbers; the benchmarks use it to compare the gradients alone
+    with the numpy trainer, which updates that way)."""
     rng = np.random.default_rng(seed)
     params = init_mlp(SIZES, rng)
     mu, sd = float(y.mean()), float(y.std())
@@ -88,7 +93,11 @@ def train(X, y, epochs: int = 60, lr: float = LR, seed: int = 0, progress: bool 
         for s in range(0, n, BATCH):
             b = perm[s:s + BATCH]
             loss, g = value_and_grad(params, X[b], t[b])
-            sgd_inplace(params, g, lr)      # params[k] -= lr * g[k], one C pass each
+            if inplace_update:
+                sgd_inplace(params, g, lr)  # params[k] -= lr * g[k], one C pass each
+            else:
+                for k in params:
+                    params[k] -= lr * g[k]
             total += float(loss) * len(b)
         curve.append(total / n)
         if bar is not None:
