@@ -191,8 +191,9 @@ class _Mapped:
             if r[0] == "done":
                 return self._join([(np.arange(0), r[1], r[2], r[3])], 0)
             return self._zero_lanes(f, leaves, axes, in_td, n_pos, kw_td, whole, args)
-        groups = _run_groups(call, leaves, axes, n, chunk)
-        return self._join(groups, n)
+        placer = _Placer(n) if type(self.out_axes) is int else None
+        groups = _run_groups(call, leaves, axes, n, chunk, placer)
+        return self._join(groups, n, placer)
 
     def _rewritten(self, rewrite, f, args, in_axes, leaves, axes, in_td, n, chunk):
         """vmap of a tagged transform (``grad``, ``jacfwd``...): the transform of
@@ -233,9 +234,10 @@ class _Mapped:
         outs, out_td = tree_flatten(template)
         return self._assemble([[o] for o in outs], out_td, template, empty=True)
 
-    def _join(self, groups, n):
+    def _join(self, groups, n, placer=None):
         """The outputs of every group of lanes, in lane order, lane axes at
-        ``out_axes``."""
+        ``out_axes`` (columns a ``_Placer`` already wrote in lane order are
+        taken as they are)."""
         idx0, td0, first0, cols0 = groups[0]
         out_axes = self.out_axes
         if len(groups) == 1 and type(out_axes) is int and out_axes == 0:
@@ -266,6 +268,12 @@ class _Mapped:
         results = []
         for k, ax in enumerate(specs):
             entries = [(g[0], g[3][k]) for g in groups]
+            if placer is not None:
+                col = placer.column(k, entries)
+                if col is not None:
+                    ax = _check_axis(int(ax), col.ndim, f"output {k} (out_axes)")
+                    results.append(_finish(_moveaxis(col, 0, ax)))
+                    continue
             kind0, v0 = entries[0][1]
             if not _is_array_like(v0):
                 raise TypeError(f"vmap: output {k} of the function is {v0!r}, not an "
@@ -276,9 +284,12 @@ class _Mapped:
             ax = _check_axis(int(ax), _lane_rank(kind0, v0) + 1, f"output {k} (out_axes)")
             cols = [v if kind == "lanes" else _broadcast_lanes(v, len(idx))
                     for idx, (kind, v) in entries]
-            col = cols[0] if len(cols) == 1 else _concatenate(cols)
-            if order is not None:
-                col = _take(col, np.argsort(order, kind="stable"), 0)
+            if order is not None and not any(isinstance(c, Box) for c in cols):
+                col = _scatter_lanes([g[0] for g in groups], cols, n, k)
+            else:
+                col = cols[0] if len(cols) == 1 else _concatenate(cols)
+                if order is not None:
+                    col = _take(col, np.argsort(order, kind="stable"), 0)
             results.append(_finish(_moveaxis(col, 0, ax)))
         return tree_unflatten(td0, results)
 
@@ -338,6 +349,23 @@ def _concatenate(cols):
     if any(isinstance(c, Box) for c in cols):
         return concatenate(cols, axis=0)
     return np.concatenate([np.asarray(c) for c in cols], axis=0)
+
+
+def _scatter_lanes(idxs, cols, n, k):
+    """The groups' columns (lane axis 0) written into one new array at their
+    lanes' positions: one copy of the output (concatenating and then
+    re-ordering would copy it twice)."""
+    cols = [np.asarray(c) for c in cols]
+    shape = cols[0].shape[1:]
+    for c in cols[1:]:
+        if c.shape[1:] != shape:
+            raise ValueError(f"vmap: output {k} of the function has shape {shape} in some "
+                             f"lanes and {c.shape[1:]} in others; every lane must return "
+                             "arrays of the same shape")
+    out = np.empty((n,) + shape, dtype=np.result_type(*cols))
+    for idx, c in zip(idxs, cols):
+        out[idx] = c
+    return out
 
 
 def _broadcast_lanes(v, m):
@@ -450,11 +478,14 @@ def _run_lanes(call, leaves, axes, idx):
     return td0, first, cols
 
 
-def _run_groups(call, leaves, axes, n, chunk):
+def _run_groups(call, leaves, axes, n, chunk, placer=None):
     """Every lane's outputs as groups (lane indices, tree def, one output,
     columns), from an explicit work list: a group whose lanes disagree on a
     branch is split in two by the predicate; one whose code reads a value
-    runs lane by lane."""
+    runs lane by lane.  When the lanes run in more than one group, each
+    group's array outputs are written into the whole outputs as soon as the
+    group is done (``placer``): one copy while they are still in the cache,
+    and the group's memory is free for the next group's run."""
     if chunk is None or chunk >= n:
         work = [None]
     else:
@@ -465,7 +496,11 @@ def _run_groups(call, leaves, axes, n, chunk):
         r = _run_batched(call, leaves, axes, idx, n)
         lanes_idx = np.arange(n) if idx is None else idx
         if r[0] == "done":
-            done.append((lanes_idx, r[1], r[2], r[3]))
+            group = (lanes_idx, r[1], r[2], r[3])
+            del r
+            if placer is not None and (work or done):     # one group of several
+                group = placer.place(group)
+            done.append(group)
         elif r[0] == "split":
             batching.STATS["splits"] += 1
             work.append(lanes_idx[~r[1]])
@@ -477,9 +512,75 @@ def _run_groups(call, leaves, axes, n, chunk):
                     "value) and TAPEAD_STRICT_VMAP is set; compute with tapead operations "
                     "instead of reading values, or unset TAPEAD_STRICT_VMAP")
             batching.STATS["per_lane_runs"] += 1
-            td, first, cols = _run_lanes(call, leaves, axes, lanes_idx)
-            done.append((lanes_idx, td, first, cols))
+            group = (lanes_idx,) + _run_lanes(call, leaves, axes, lanes_idx)
+            if placer is not None and (work or done):
+                group = placer.place(group)
+            done.append(group)
     return done
+
+
+def _lane_slot(idx):
+    """Lane indices as a slice when they are consecutive (the groups' indices
+    are increasing), else the index array."""
+    m = len(idx)
+    if m and int(idx[-1]) - int(idx[0]) == m - 1:
+        return slice(int(idx[0]), int(idx[0]) + m)
+    return idx
+
+
+class _Placer:
+    """The whole outputs of a vmap whose lanes run in several groups, filled
+    group by group: column k's array, with the lanes in order on axis 0.
+
+    A column is placed when the first group that returns it gives a numpy
+    value (its lanes, or one value shared by the group's lanes); a traced
+    (boxed) value is left to ``_join``.  A later group's value must have the
+    same lane shape (else the same error as ``_join``'s); its dtype may
+    promote the column, as concatenating would."""
+
+    def __init__(self, n):
+        self.n = n
+        self.bufs = {}            # column -> the whole output so far
+        self.raw = set()          # columns left to _join
+
+    def place(self, group):
+        idx, td, _, cols = group
+        slot = None
+        out = []
+        for k, (kind, v) in enumerate(cols):
+            if k in self.raw or isinstance(v, Box) or not _is_array_like(v):
+                self.raw.add(k)             # placed entries so far are taken back out
+                out.append((kind, v))
+                continue
+            v = np.asarray(v)
+            lane_shape = v.shape[1:] if kind == "lanes" else v.shape
+            buf = self.bufs.get(k)
+            if buf is None:
+                buf = self.bufs[k] = np.empty((self.n,) + lane_shape, dtype=v.dtype)
+            elif buf.shape[1:] != lane_shape:
+                raise ValueError(f"vmap: output {k} of the function has shape "
+                                 f"{buf.shape[1:]} in some lanes and {lane_shape} in "
+                                 "others; every lane must return arrays of the same shape")
+            elif np.result_type(buf.dtype, v.dtype) != buf.dtype:
+                buf = self.bufs[k] = buf.astype(np.result_type(buf.dtype, v.dtype))
+            if slot is None:
+                slot = _lane_slot(idx)
+            buf[slot] = v
+            out.append(("placed", None))
+        return (idx, td, None, out)    # out_axes is an int: no output tree needed
+
+    def column(self, k, entries):
+        """Column k's whole output when every group's entry was placed, else
+        None (the placed entries are taken back out for ``_join``)."""
+        buf = self.bufs.get(k)
+        if buf is None:
+            return None
+        if all(e[0] == "placed" for _, e in entries):
+            return buf
+        for j, (idx, e) in enumerate(entries):
+            if e[0] == "placed":
+                entries[j] = (idx, ("lanes", buf[_lane_slot(idx)]))
+        return None
 
 
 #: kind -> rewrite(f, args, in_axes, n) of a tagged transform under vmap,

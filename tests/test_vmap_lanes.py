@@ -75,6 +75,49 @@ def test_split_composes_with_grad_and_chunks():
     np.testing.assert_array_equal(ta.vmap(branchy, chunk_size=3)(X), _loop(branchy, X))
 
 
+def test_split_groups_join_shared_values_dtypes_and_contiguous_halves():
+    """Groups are written into the whole outputs as they finish: a value one
+    group shares across its lanes, a dtype a later group promotes, groups of
+    consecutive lanes and interleaved ones all give the loop's arrays."""
+    def f(x):
+        if x[0] > 0:
+            return x * 2.0, np.float32(1.5), np.ones(3, dtype=np.float32)
+        return x - 1.0, 7.0, np.arange(3.0)
+    for X in (np.array([[1.0, 2.0], [3.0, 4.0], [-1.0, 0.5], [-2.0, 1.0]]),   # halves
+              RNG.normal(size=(9, 2))):                                      # interleaved
+        a, b, c = ta.vmap(f)(X)
+        ra, rb, rc = (np.stack(col) for col in zip(*(f(x) for x in X)))
+        np.testing.assert_array_equal(a, ra)
+        np.testing.assert_array_equal(b, rb)
+        np.testing.assert_array_equal(c, rc)
+        assert (a.dtype, b.dtype, c.dtype) == (ra.dtype, rb.dtype, rc.dtype)
+        assert a.flags.owndata and a.flags.writeable
+        chunked = ta.vmap(f, chunk_size=2)(X)
+        for got, want in zip(chunked, (ra, rb, rc)):
+            np.testing.assert_array_equal(got, want)
+
+
+def test_split_groups_with_different_lane_shapes_are_refused():
+    def f(x):
+        return x[:1] if x[0] > 0 else x
+    with pytest.raises(ValueError, match="same shape"):
+        ta.vmap(f)(np.array([[1.0, 2.0], [-1.0, 2.0]]))
+
+
+def test_split_per_example_gradients_equal_the_loop():
+    p = {"w": RNG.normal(size=(3, 2)), "b": RNG.normal(size=2)}
+    X = RNG.normal(size=(10, 3))
+
+    def loss(p, x):
+        h = tnp.tanh(tnp.dot(x, p["w"]) + p["b"])
+        return tnp.sum(h ** 2) if x[0] > 0 else 3.0 * tnp.sum(h)
+    got = ta.vmap(ta.grad(loss), in_axes=(None, 0))(p, X)
+    for i in range(len(X)):
+        want = ta.grad(loss)(p, X[i])
+        np.testing.assert_allclose(got["w"][i], want["w"], rtol=1e-15, atol=1e-15)
+        np.testing.assert_allclose(got["b"][i], want["b"], rtol=1e-15, atol=1e-15)
+
+
 def test_nested_vmap_with_a_branch():
     X = RNG.normal(size=(3, 4, 2))
     out = ta.vmap(ta.vmap(branchy))(X)
