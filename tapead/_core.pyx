@@ -30,6 +30,7 @@ import numpy as np
 cimport numpy as cnp
 
 cnp.import_array()
+cdef object _NP_F64 = np.float64      # the scalar type list(array) gives
 
 from tapead.errors import (BatchConcreteRead, BatchSplit, GuardFlippedError,
                            LeakedTracerError, MissingRuleError, NonDifferentiableError,
@@ -261,19 +262,30 @@ cdef inline object unary(int op, object x):
 
 
 def classify_leaves(seq):
-    """2 when every item of list/tuple ``seq`` is a Python float, 1 when
-    every item is a number or an array (a flat pytree), else 0."""
-    cdef int kind = 2
+    """2 when every item of list/tuple ``seq`` is a Python float, 3 when every
+    item is a ``np.float64`` (``list(array)`` gives those), 1 when every item
+    is a number or an array (a flat pytree), else 0."""
+    cdef int kind = -1
     cdef object t
     for x in seq:
         t = type(x)
         if t is float:
+            if kind == -1:
+                kind = 2
+            elif kind == 3:
+                kind = 1
             continue
-        if t is int or t is np.ndarray or t is np.float64 or t is np.float32:
+        if t is _NP_F64:
+            if kind == -1:
+                kind = 3
+            elif kind == 2:
+                kind = 1
+            continue
+        if t is int or t is np.ndarray or t is np.float32:
             kind = 1
         else:
             return 0
-    return kind
+    return 2 if kind == -1 else kind
 
 
 def guard_value(x, fn, result, str what="a value"):

@@ -622,7 +622,7 @@ cdef object tape_replay(Tape tp, new_inputs, bint partials):
         nid = <Py_ssize_t>inputs[j]
         value = (<list>new_inputs)[j]
         if tp.op[nid] == OP_INPUT:
-            if type(value) is float:    # the common case: a Python float
+            if type(value) is float or type(value) is _NP_F64:   # the common case
                 tp.val[nid] = <double>value
                 continue
             if not (is_fast_number(value) or np.ndim(value) == 0):

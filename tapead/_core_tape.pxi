@@ -267,7 +267,7 @@ cdef class Tape(Trace):
         cdef double d
         cdef Record rec
         for v in values:
-            if type(v) is float:
+            if type(v) is float or type(v) is _NP_F64:
                 d = <double>v
                 i = self.push(OP_INPUT, -1, -1, d, 0.0, 0.0)
                 self.inputs.append(i)

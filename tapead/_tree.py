@@ -110,7 +110,7 @@ def _rebuild(td, kids):
 class TreeDef:
     """The structure of a pytree (its leaves removed)."""
 
-    __slots__ = ("kind", "meta", "children", "flat", "all_float")
+    __slots__ = ("kind", "meta", "children", "flat", "all_float", "all_f64")
 
     def __init__(self, kind, meta, children, flat=False):
         self.kind = kind          # "leaf", "tuple", "list", "dict", "none", "namedtuple",
@@ -119,7 +119,8 @@ class TreeDef:
         #                           aux data) for the other containers
         self.children = children
         self.flat = flat          # a tuple/list whose children are all leaves
-        self.all_float = False    # set by the transforms: every leaf a Python float
+        self.all_float = False    # set by tree_flatten: every leaf a Python float
+        self.all_f64 = False      # every leaf a np.float64 scalar (``list(array)``)
 
     def __eq__(self, other):
         return (isinstance(other, TreeDef) and self.kind == other.kind
@@ -172,6 +173,7 @@ def tree_flatten(tree: Any) -> Tuple[List[Any], TreeDef]:
         if kind:
             td = TreeDef("dict", tuple(keys), (LEAF,) * len(keys), flat=True)
             td.all_float = kind == 2
+            td.all_f64 = kind == 3
             return values, td
     elif type(tree) in (list, tuple):
         kind = classify_leaves(tree)
@@ -180,6 +182,7 @@ def tree_flatten(tree: Any) -> Tuple[List[Any], TreeDef]:
             td = TreeDef("tuple" if type(tree) is tuple else "list", None,
                          (LEAF,) * len(tree), flat=True)
             td.all_float = kind == 2
+            td.all_f64 = kind == 3
             return list(tree), td
     leaves: List[Any] = []
     # build with an explicit stack of (node, parent_children_list)

@@ -290,7 +290,8 @@ def record_call(f, args, kwargs, argnums, name, complex_ok=False):
     try:
         for a in nums:
             leaves, td = tree_flatten(args[a])
-            if not td.all_float:
+            scalars = td.all_float or td.all_f64    # float leaves: scalar input nodes
+            if not scalars:
                 what = Where(name, a)
                 leaves = [x if type(x) is np.ndarray and x.ndim and x.dtype.kind == "f"
                           else check_leaf(x, what, complex_ok) for x in leaves]
@@ -298,7 +299,7 @@ def record_call(f, args, kwargs, argnums, name, complex_ok=False):
             tracers = tape.input_many(leaves)
             in_leaves.append(leaves)
             in_trees.append(td)
-            in_ids.append(range(start, start + len(leaves)) if td.all_float else
+            in_ids.append(range(start, start + len(leaves)) if scalars else
                           tape.inputs[len(tape.inputs) - len(leaves):])
             boxed[a] = tree_unflatten(td, tracers)
         out = pack_outputs(f(*boxed, **kwargs))
@@ -316,6 +317,8 @@ def grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single):
         n = len(leaves)
         if getattr(td, "all_float", False) and isinstance(adjs, np.ndarray):
             gs = adjs[k:k + n].tolist()    # Python floats, one per float leaf
+        elif getattr(td, "all_f64", False) and isinstance(adjs, np.ndarray):
+            gs = list(adjs[k:k + n])       # np.float64 scalars, one per leaf
         else:
             if isinstance(adjs, np.ndarray):
                 adjs = list(adjs)

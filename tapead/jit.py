@@ -157,15 +157,16 @@ class _Jitted:
         dyn_pos = [i for i in range(len(args)) if i not in static]
         for k, part in enumerate(parts):
             ls, td = tree_flatten(part)
-            if k < len(dyn_pos) and dyn_pos[k] in grad_nums and not td.all_float and \
+            scalars = td.all_float or td.all_f64    # every leaf a float / np.float64
+            if k < len(dyn_pos) and dyn_pos[k] in grad_nums and not scalars and \
                     not _float_arrays(ls):      # float arrays pass check_leaf unchanged
                 if any(isinstance(x, Box) for x in ls):
                     raise _Eager
                 what = _Where("grad", dyn_pos[k])
                 ls = [_check_leaf(x, what, self._grad[3]) for x in ls]
             base = len(leaves)
-            if td.all_float:                    # every leaf a Python float
-                keys.append((_structure_key(td), len(ls)))
+            if scalars:                         # every leaf a Python float, or a np.float64
+                keys.append((_structure_key(td), len(ls), td.all_f64))
                 if base == 0:                   # a long list of floats: no list of positions
                     traced = range(len(ls))
                 else:

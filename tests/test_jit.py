@@ -404,3 +404,34 @@ def test_a_small_vector_read_twice_after_a_replay_is_one_array():
     a, b = jf(np.array([3.0, 4.0]))
     assert a is b
     np.testing.assert_array_equal(a, [7.0, 9.0])
+
+
+def _sin_chain(x):
+    s = 0.0
+    for i in range(len(x) - 1):
+        s = s + ta.numpy.sin(x[i]) * x[i + 1]
+    return s
+
+
+def test_a_list_of_numpy_float64_is_a_list_of_scalar_inputs():
+    """``list(array)`` holds np.float64 scalars: eager and jitted gradients are
+    lists of np.float64 with the numbers of the float list, recorded apart
+    from a list of Python floats (whose gradient holds floats)."""
+    x = np.random.default_rng(3).uniform(-1.0, 1.0, 40)
+    v_ref, g_ref = ta.value_and_grad(_sin_chain)(x)
+    for f in (ta.value_and_grad(_sin_chain), ta.jit(ta.value_and_grad(_sin_chain))):
+        for _ in range(3):                          # the jit: a recording, then replays
+            v, g = f(list(x))
+            assert type(g) is list and all(type(a) is np.float64 for a in g)
+            assert v == v_ref and np.array_equal(np.array(g), g_ref)
+            v, g = f(x.tolist())
+            assert type(g) is list and all(type(a) is float for a in g)
+            assert v == v_ref and np.array_equal(np.array(g), g_ref)
+    assert f.cache_info().misses == 2 and f.cache_info().hits == 4
+    mixed = [float(x[0])] + list(x[1:])             # mixed floats: each leaf on its own
+    v, g = ta.jit(ta.value_and_grad(_sin_chain))(mixed)
+    assert type(g[0]) is np.float64 and np.array_equal(np.array(g), g_ref)
+    jf = ta.jit(_sin_chain)                         # a plain jit replays them too
+    assert jf(list(x)) == jf(list(x)) == v_ref
+    with pytest.raises(TypeError, match="boolean"):  # a bool is still refused
+        ta.grad(_sin_chain)([np.float64(1.0), True])
