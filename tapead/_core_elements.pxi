@@ -149,6 +149,43 @@ cdef Tracer _element_node(Tape tp, Py_ssize_t arr_id, cnp.ndarray arr, Py_ssize_
     return new_tracer(tp, nid, v, None)
 
 
+cdef object _GETITEM_PRIM = None      # tapead._prims.indexing.getitem_p, once registered
+
+
+def set_getitem_fast(prim):
+    """Register the getitem primitive for ``box_getitem``'s C path of basic
+    indices (slices and ints) on array tracers."""
+    global _GETITEM_PRIM
+    if not isinstance(prim, PrimitiveBase):
+        raise TypeError(f"set_getitem_fast: {prim!r} is not a primitive")
+    _GETITEM_PRIM = prim
+
+
+cdef inline bint _plain_slice_part(object v) noexcept:
+    return v is None or type(v) is int
+
+
+cdef bint _basic_plain_index(object idx):
+    """A slice of ints, an int, or a tuple of those: an index numpy applies as
+    it is and that ``_index_key`` keeps unchanged."""
+    cdef object it
+    if type(idx) is slice:
+        return _plain_slice_part((<slice>idx).start) and \
+            _plain_slice_part((<slice>idx).stop) and _plain_slice_part((<slice>idx).step)
+    if type(idx) is int:
+        return True
+    if type(idx) is not tuple or len(<tuple>idx) == 0:
+        return False
+    for it in <tuple>idx:
+        if type(it) is int:
+            continue
+        if type(it) is not slice or not (_plain_slice_part((<slice>it).start) and
+                                         _plain_slice_part((<slice>it).stop) and
+                                         _plain_slice_part((<slice>it).step)):
+            return False
+    return True
+
+
 cdef object box_getitem(object x, object idx):
     """``x[idx]`` of a box: an element node (tracers) or an unboxed dual
     (duals) when ``idx`` picks one element of a float64 array, else the
@@ -172,6 +209,12 @@ cdef object box_getitem(object x, object idx):
             r = small_slice(t, idx)
             if r is not None:
                 return r
+        if _GETITEM_PRIM is not None and type(t.oval) is np.ndarray and t.tape.active \
+                and _basic_plain_index(idx):
+            # x[1:], x[:, 2:5], x[0]: what bind(getitem_p, x, idx=idx) records,
+            # without the Python layer (the index needs no conversion)
+            return t.tape._process(<PrimitiveBase>_GETITEM_PRIM, (x,), (t.oval,),
+                                   (<object>t.oval)[idx], {"idx": idx})
     elif type(x) is Dual:
         d = <Dual>x
         if d.op is not None and d.ftrace.active and element_at(d.op, idx, &flat, &v) \

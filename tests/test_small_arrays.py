@@ -602,3 +602,36 @@ def test_concatenating_small_vectors_drops_empty_pieces_and_stays_exact():
         np.testing.assert_allclose(ta.hessian(ring)(y), ta.jacfwd(ta.jacrev(ring))(y),
                                    rtol=1e-13, atol=1e-14)
         assert ta.value_and_grad(ring)(y)[0] == ring(y)
+
+
+@pytest.mark.parametrize("idx", [slice(1, None), slice(None, -2), slice(None, None, 2),
+                                 slice(-3, 1, -1), 0, -1, (1,), (slice(None), 2),
+                                 (0, slice(1, 4)), (slice(2, 3), slice(None, None, -2))])
+def test_basic_indices_of_array_tracers_record_what_the_generic_path_records(idx):
+    """x[1:], x[:, 2], x[0] on an array tracer are recorded from C: the same
+    values, gradients and second derivatives as the Python getitem."""
+    X = np.random.default_rng(2).normal(size=(5, 6))
+
+    def f(x):
+        return tnp.sum(tnp.sin(x[idx]) * x[idx] ** 2)
+    fast = ta.value_and_grad(f)(X)
+    with generic_paths():
+        slow = ta.value_and_grad(f)(X)
+    assert fast[0] == slow[0]
+    np.testing.assert_array_equal(fast[1], slow[1])
+    np.testing.assert_allclose(fast[1], fd_grad(f, X), rtol=1e-7, atol=1e-8)
+    H = ta.hessian(f)(X)
+    with generic_paths():
+        np.testing.assert_array_equal(H, ta.hessian(f)(X))
+
+
+def test_basic_index_errors_and_leaked_tracers_as_the_generic_path():
+    X = np.ones((3, 4))
+    with pytest.raises(IndexError):
+        ta.grad(lambda x: tnp.sum(x[5]))(X)
+    with pytest.raises(IndexError):
+        ta.grad(lambda x: tnp.sum(x[0, 9]))(X)
+    kept = []
+    ta.grad(lambda x: kept.append(x) or tnp.sum(x))(X)
+    with pytest.raises(ta.errors.LeakedTracerError):
+        kept[0][1:]

@@ -141,6 +141,7 @@ def add_scatters(items):
 getitem_p.defvjp(_getitem_vjp)
 getitem_p.complex_ok = True      # linear: the same rule holds for complex values
 getitem_p.fast_vjp = _core.FAST_VJP["getitem"]   # the sweep adds a product cotangent in one pass
+_core.set_getitem_fast(getitem_p)    # x[1:], x[:, 0] on a tape: recorded from C
 
 
 def _after_k(idx):
