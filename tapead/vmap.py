@@ -256,6 +256,10 @@ class _Mapped:
                 raise ValueError(f"vmap: the function returned differently structured "
                                  f"outputs for different lanes ({td0} and {td}); every lane "
                                  "must return the same pytree structure")
+        if placer is not None and out_axes == 0 and not placer.raw and \
+                len(placer.bufs) == len(cols0):
+            # every output placed in lane order by the groups as they finished
+            return tree_unflatten(td0, [placer.bufs[k] for k in range(len(cols0))])
         if isinstance(out_axes, list) and not isinstance(first0, list):
             out_axes = tuple(out_axes)
         if _is_axis_leaf(out_axes):
