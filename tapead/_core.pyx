@@ -409,7 +409,20 @@ cdef object _batched_inside(object x):
 
 
 cdef object compare(object x, object y, int code):
+    cdef Batched bb
     if type(x) is Batched or type(y) is Batched:
+        # the common case in C: the stacked lanes (a plain numeric array, lanes
+        # on axis 0) against a number, what batch_compare computes and boxes
+        if type(x) is Batched and is_fast_number(y):
+            bb = <Batched>x
+            if bb.bdim == 0 and type(bb.val) is np.ndarray and \
+                    arr_type(bb.val) != cnp.NPY_OBJECT:
+                return new_batched(bb.btrace, _CMP[code](bb.val, y), 0)
+        elif type(y) is Batched and is_fast_number(x):
+            bb = <Batched>y
+            if bb.bdim == 0 and type(bb.val) is np.ndarray and \
+                    arr_type(bb.val) != cnp.NPY_OBJECT:
+                return new_batched(bb.btrace, _CMP[code](x, bb.val), 0)
         return _box_methods["batch_compare"](x, y, code)
     cdef object bx = _batched_inside(x), by = _batched_inside(y)
     if bx is not None or by is not None:

@@ -68,6 +68,20 @@ cdef object batch_bool(Batched b):
     """``bool()`` of a batched value: the lanes' common truth value; lanes that
     disagree raise ``BatchSplit`` (vmap reruns the function on each group)."""
     cdef object v = b.val, w = b.val
+    cdef Py_ssize_t k, m, step
+    cdef const char *p
+    cdef char first_byte
+    if type(v) is np.ndarray and arr_type(v) == cnp.NPY_BOOL and arr_ndim(v) == 1:
+        # one boolean per lane (a comparison of scalars): the lanes read in C
+        m = cnp.PyArray_DIMS(<cnp.ndarray>v)[0]
+        if m > 0:
+            p = <const char *>cnp.PyArray_DATA(<cnp.ndarray>v)
+            step = cnp.PyArray_STRIDES(<cnp.ndarray>v)[0]
+            first_byte = p[0]
+            for k in range(1, m):
+                if (p[k * step] != 0) != (first_byte != 0):
+                    raise BatchSplit(b.btrace, np.array(v, dtype=np.bool_))
+            return first_byte != 0
     while type(w) is Tracer or type(w) is Dual:
         w = primal_of(w)
     if type(w) is Batched:            # lanes of an outer vmap too: decide lane by lane

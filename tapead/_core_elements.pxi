@@ -150,15 +150,22 @@ cdef Tracer _element_node(Tape tp, Py_ssize_t arr_id, cnp.ndarray arr, Py_ssize_
 
 
 cdef object _GETITEM_PRIM = None      # tapead._prims.indexing.getitem_p, once registered
+cdef object _GETITEM_VMAP = None      # its vmap rule when registered
 
 
 def set_getitem_fast(prim):
-    """Register the getitem primitive for ``box_getitem``'s C path of basic
-    indices (slices and ints) on array tracers."""
-    global _GETITEM_PRIM
+    """Register the getitem primitive (with its vmap rule defined) for
+    ``box_getitem``'s C paths of basic indices (slices and ints) on array
+    tracers and on batched arrays (the latter only while the primitive's vmap
+    rule is the one registered here)."""
+    global _GETITEM_PRIM, _GETITEM_VMAP
     if not isinstance(prim, PrimitiveBase):
         raise TypeError(f"set_getitem_fast: {prim!r} is not a primitive")
     _GETITEM_PRIM = prim
+    _GETITEM_VMAP = getattr(prim, "vmap_rule", None)
+
+
+cdef object _ALL_LANES = slice(None)
 
 
 cdef inline bint _plain_slice_part(object v) noexcept:
@@ -192,6 +199,7 @@ cdef object box_getitem(object x, object idx):
     ``getitem`` primitive."""
     cdef Tracer t
     cdef Dual d
+    cdef Batched b
     cdef Record rec
     cdef Py_ssize_t flat, flat_t
     cdef double v, dt
@@ -215,6 +223,15 @@ cdef object box_getitem(object x, object idx):
             # without the Python layer (the index needs no conversion)
             return t.tape._process(<PrimitiveBase>_GETITEM_PRIM, (x,), (t.oval,),
                                    (<object>t.oval)[idx], {"idx": idx})
+    elif type(x) is Batched:
+        b = <Batched>x
+        if b.bdim == 0 and type(b.val) is np.ndarray and b.btrace.active and \
+                _GETITEM_VMAP is not None and _VMAP_FAST_ON and \
+                getattr(_GETITEM_PRIM, "vmap_rule", None) is _GETITEM_VMAP and \
+                _basic_plain_index(idx):
+            # each lane's x[idx] on the stacked lanes (axis 0): a view, as the rule's
+            return new_batched(b.btrace, (<object>b.val)[
+                (_ALL_LANES,) + (<tuple>idx if type(idx) is tuple else (idx,))], 0)
     elif type(x) is Dual:
         d = <Dual>x
         if d.op is not None and d.ftrace.active and element_at(d.op, idx, &flat, &v) \

@@ -226,3 +226,43 @@ def test_a_branch_on_a_differentiated_argument_splits_inside_grad_hessian_and_jv
         stats = ta.vmap_stats()
         assert stats["splits"] >= 1 and stats["per_lane_runs"] == 0, (name, stats)
         np.testing.assert_array_equal(out, np.stack([one(x) for x in xs]), err_msg=name)
+
+
+def test_c_paths_of_lane_comparisons_truth_values_and_basic_indices():
+    """x[0] > 0 and bool() on stacked lanes run in C: the same lanes, the same
+    splits, a redefined getitem vmap rule still used."""
+    from tapead._prims.indexing import getitem_p
+    X = RNG.normal(size=(6, 4))
+    trace = _core.BatchTrace(6, batching.process)
+    try:
+        b = trace.box(X, 0)
+        for idx in (0, -1, slice(1, 3), (slice(None, None, -1),), (2,)):
+            got = b[idx]
+            assert type(got) is _core.Batched
+            np.testing.assert_array_equal(batching.to_front(got.val, got.bdim),
+                                          np.stack([X[i][idx] for i in range(6)]))
+        for code, op in enumerate((np.less, np.less_equal, np.greater, np.greater_equal,
+                                   np.equal, np.not_equal)):
+            for c in (_core.compare_values(b[1], 0.0, code),
+                      _core.compare_values(0.5, b[1], code)):
+                assert type(c) is _core.Batched
+            np.testing.assert_array_equal(
+                _core.compare_values(b[1], 0.0, code).val, op(X[:, 1], 0.0))
+            np.testing.assert_array_equal(
+                _core.compare_values(0.5, b[1], code).val, op(0.5, X[:, 1]))
+        strided = trace.box(np.array([True, False] * 6)[::2], 0)   # every lane True
+        assert bool(strided) is True
+        assert bool(trace.box(np.zeros(6, dtype=bool), 0)) is False
+        with pytest.raises(BatchSplit) as e:
+            bool(trace.box(np.array([True, True, False, True, np.nan > 0, True]), 0))
+        np.testing.assert_array_equal(e.value.lanes, [True, True, False, True, False, True])
+        calls = []
+        rule = getitem_p.vmap_rule
+        try:
+            getitem_p.defvmap(lambda *a, **k: calls.append(1) or rule(*a, **k))
+            b[0]
+        finally:
+            getitem_p.defvmap(rule)
+        assert calls == [1]
+    finally:
+        trace.active = False

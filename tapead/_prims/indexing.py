@@ -141,7 +141,6 @@ def add_scatters(items):
 getitem_p.defvjp(_getitem_vjp)
 getitem_p.complex_ok = True      # linear: the same rule holds for complex values
 getitem_p.fast_vjp = _core.FAST_VJP["getitem"]   # the sweep adds a product cotangent in one pass
-_core.set_getitem_fast(getitem_p)    # x[1:], x[:, 0] on a tape: recorded from C
 
 
 def _after_k(idx):
@@ -184,6 +183,7 @@ def _getitem_vmap(args, bdims, idx):
 
 
 getitem_p.defvmap(_getitem_vmap)
+_core.set_getitem_fast(getitem_p)    # x[1:], x[:, 0] on a tape or on lanes: from C
 getitem_p.defsparsity(patterns.MOVE)
 
 
