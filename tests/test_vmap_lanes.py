@@ -266,3 +266,16 @@ def test_c_paths_of_lane_comparisons_truth_values_and_basic_indices():
         assert calls == [1]
     finally:
         trace.active = False
+
+
+@pytest.mark.parametrize("out_axes", [0, 1, 2, -1])
+def test_split_and_chunked_outputs_at_any_int_out_axes(out_axes):
+    X = RNG.normal(size=(7, 3))
+
+    def f(x):
+        if x[0] > 0:
+            return tnp.sin(x)[:, None] * np.ones(2)
+        return tnp.cos(x)[:, None] * np.ones(2)
+    want = np.moveaxis(np.stack([f(x) for x in X]), 0, out_axes)
+    np.testing.assert_array_equal(ta.vmap(f, out_axes=out_axes)(X), want)
+    np.testing.assert_array_equal(ta.vmap(f, out_axes=out_axes, chunk_size=3)(X), want)
