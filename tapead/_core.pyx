@@ -265,21 +265,16 @@ def classify_leaves(seq):
     """2 when every item of list/tuple ``seq`` is a Python float, 3 when every
     item is a ``np.float64`` (``list(array)`` gives those), 1 when every item
     is a number or an array (a flat pytree), else 0."""
-    cdef int kind = -1
+    cdef int kind = -1, this
     cdef object t
     for x in seq:
         t = type(x)
-        if t is float:
+        if t is float or t is _NP_F64:
+            this = 2 if t is float else 3
             if kind == -1:
-                kind = 2
-            elif kind == 3:
-                kind = 1
-            continue
-        if t is _NP_F64:
-            if kind == -1:
-                kind = 3
-            elif kind == 2:
-                kind = 1
+                kind = this
+            elif kind != this:
+                kind = 1            # mixed floats and np.float64: a flat pytree
             continue
         if t is int or t is np.ndarray or t is np.float32:
             kind = 1
