@@ -1,6 +1,7 @@
 # Adjoint bookkeeping of the reverse sweep (included by _core.pyx after
 # _core_tape.pxi): gathering float adjoints, and adding a cotangent into a
-# node's adjoint (floats in C, arrays in place, indexing scatters).
+# node's adjoint (floats in C, arrays in place, indexing scatters,
+# indexed cotangents kept as pieces and written in one pass: _core_pieces.pxi).
 
 
 cdef object _gather(double *adj, object wrt):
@@ -71,24 +72,47 @@ cdef inline bint _c_f64(object a) noexcept:
             and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a))
 
 
+include "_core_pieces.pxi"
+
+
 cdef bint product_into_parent(Tape tp, Py_ssize_t i, _Product prod, unsigned char *hobj,
                               list oadj) except -1:
-    """Node ``i`` is ``x[idx]`` (basic index) with the product cotangent ``prod``
-    and x's adjoint is a float64 array this sweep owns: add ``g * d`` into its
-    ``idx`` view in one C pass (numpy's roundings: the product, then the sum).
-    False (nothing done) for anything else."""
+    """Node ``i`` is ``x[idx]`` (basic index) with the product cotangent ``prod``:
+    keep it as a piece of x's adjoint when that has none yet or only pieces
+    (``_core_pieces.pxi``), else, when x's adjoint is a float64 array this
+    sweep owns, add ``g * d`` into its ``idx`` view in one C pass (numpy's
+    roundings: the product, then the sum).  False (nothing done) for anything
+    else."""
     cdef Record rec = <Record>tp.recs[<Py_ssize_t>tp.p0[i]]
     cdef Py_ssize_t pid
+    cdef _Pieces pp
     if rec.prim is None or (<PrimitiveBase>rec.prim).fast_vjp != FAST_GETITEM or \
             len(rec.parents) != 1 or rec.params is None:
         return False
     pid = rec.parents[0]
-    if pid < 0 or hobj[pid] != 2:
+    if pid < 0 or not (hobj[pid] == 2 or hobj[pid] == 5 or hobj[pid] == 0):
         return False
-    cur = oadj[pid]
     idx = rec.params.get("idx")
-    if type(cur) is not np.ndarray or arr_type(cur) != cnp.NPY_DOUBLE or idx is None \
-            or not _is_basic_index(idx):
+    if idx is None or not _is_basic_index(idx):
+        return False
+    if hobj[pid] == 0:
+        if not _pieces_enabled or len(rec.saved) != 1 or type(rec.saved[0]) is not ShapeOnly \
+                or (<ShapeOnly>rec.saved[0]).dtype is not _FLOAT64 \
+                or not (<ShapeOnly>rec.saved[0]).shape:
+            return False
+        pp = _pieces_new((<ShapeOnly>rec.saved[0]).shape)
+        if not pieces_take_product(pp, idx, prod):
+            return False
+        oadj[pid] = pp
+        hobj[pid] = 5
+        return True
+    if hobj[pid] == 5:
+        if pieces_take_product(<_Pieces>oadj[pid], idx, prod):
+            return True
+        oadj[pid] = pieces_settle(<_Pieces>oadj[pid])
+        hobj[pid] = 2
+    cur = oadj[pid]
+    if type(cur) is not np.ndarray or arr_type(cur) != cnp.NPY_DOUBLE:
         return False
     view = (<object>cur)[idx]
     g, d = prod.g, prod.d
@@ -110,6 +134,8 @@ cdef inline object _settle(object o):
     cdef _PendingScatters p
     if type(o) is _Product:
         return (<_Product>o).materialize()
+    if type(o) is _Pieces:
+        return pieces_settle(<_Pieces>o)
     if type(o) is not _PendingScatters:
         return o
     p = <_PendingScatters>o
@@ -122,12 +148,19 @@ cdef inline void _accumulate(Py_ssize_t j, object c, double *adj,
     """adjoint[j] += c.  hobj[j]: 0 = float adjoint only, 1 = object adjoint
     that may be shared with another node, 2 = object adjoint this sweep owns
     (updated in place), 3 = traced scatters pending (``_PendingScatters``),
-    4 = a product not formed yet (``_Product``, the only cotangent so far)."""
+    4 = a product not formed yet (``_Product``, the only cotangent so far),
+    5 = indexed cotangents kept as pieces (``_Pieces``)."""
     cdef object cur
     cdef _PendingScatters pend
+    cdef _Pieces pp
     if isinstance(c, float):
         adj[j] += <double>c
         return
+    if hobj[j] == 5:
+        if pieces_take_scatter(<_Pieces>oadj[j], c):
+            return
+        oadj[j] = pieces_settle(<_Pieces>oadj[j])      # written out; c added to it below
+        hobj[j] = 2
     if type(c) is _Product:
         if not hobj[j]:
             oadj[j] = c
@@ -154,6 +187,12 @@ cdef inline void _accumulate(Py_ssize_t j, object c, double *adj,
         hobj[j] = 3
         return
     if type(c) is Scatter:
+        if not hobj[j]:
+            pp = pieces_of_scatter(<Scatter>c)
+            if pp is not None:
+                oadj[j] = pp
+                hobj[j] = 5
+                return
         if hobj[j] == 2 and (<Scatter>c).fits(oadj[j]):
             (<Scatter>c).add_into(oadj[j])
             return

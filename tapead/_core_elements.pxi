@@ -272,6 +272,9 @@ cdef bint _own_adjoint(Tape tp, Py_ssize_t pid, unsigned char *hobj, list oadj,
     to add a ``Scatter`` instead."""
     cdef object cur
     shape = _parent_shape(tp, pid)
+    if hobj[pid] == 5:                  # indexed pieces: written out, then owned
+        oadj[pid] = pieces_settle(<_Pieces>oadj[pid])
+        hobj[pid] = 2
     if hobj[pid] == 0:
         cur = np.zeros(shape, dtype=np.float64)
     elif hobj[pid] == 1 or hobj[pid] == 2:

@@ -25,6 +25,16 @@
  * pass without the temporary (the reverse step of sin(x[a:b]) into x's
  * adjoint).
  *
+ * tapead_pieces_first / tapead_pieces_first2 / tapead_pieces_add: an adjoint
+ * written from the cotangents that reached it through basic indices (the
+ * pieces of _core_pieces.pxi), over one stretch of elements covered by the
+ * same pieces: out = 0.0 + v1, out = (0.0 + v1) + v2, out = out + v.  A value
+ * v is an array p (kind 0), a product p * q (kind 1) or its negation -(p * q)
+ * (kind 2), the product rounded before any sum.  These are the roundings of
+ * the unfused path (zeros, then each cotangent added in the order it arrived:
+ * np.add(g, 0.0) for the first, np.multiply then np.add for a product) in one
+ * pass without the zeros or the temporaries.
+ *
  * tapead_tanh_vjp / tapead_tanh_vjp_f: the cotangent of tanh, (1 - a*a) * g
  * from its output a, the three roundings of numpy's three calls in one pass
  * (float64 and float32).
@@ -137,6 +147,67 @@ TAPEAD_KERNEL tapead_add_product(double *out, const double *g, const double *d,
             double p = g[i] * d[i];
             out[i] = out[i] + p;
         }
+    }
+}
+
+/* One value of a piece: p[i] (kind 0), p[i] * q[i] (1), -(p[i] * q[i]) (2);
+ * `kind` is a literal at every use, so each loop below is specialised. */
+#define TAPEAD_PIECE(kind, p, q, i) \
+    ((kind) == 0 ? (p)[i] : (kind) == 1 ? (p)[i] * (q)[i] : -((p)[i] * (q)[i]))
+
+#define TAPEAD_FIRST_LOOP(k1) \
+    for (i = 0; i < n; i++) out[i] = 0.0 + TAPEAD_PIECE(k1, p1, q1, i)
+
+TAPEAD_KERNEL tapead_pieces_first(double *out, long n, int k1, const double *p1,
+                                       const double *q1)
+{
+    long i;
+    switch (k1) {
+    case 0: TAPEAD_FIRST_LOOP(0); break;
+    case 1: TAPEAD_FIRST_LOOP(1); break;
+    default: TAPEAD_FIRST_LOOP(2); break;
+    }
+}
+
+#define TAPEAD_FIRST2_LOOP(k1, k2) \
+    for (i = 0; i < n; i++) { \
+        double a = 0.0 + TAPEAD_PIECE(k1, p1, q1, i); \
+        double b = TAPEAD_PIECE(k2, p2, q2, i); \
+        out[i] = a + b; \
+    }
+
+TAPEAD_KERNEL tapead_pieces_first2(double *out, long n, int k1, const double *p1,
+                                        const double *q1, int k2, const double *p2,
+                                        const double *q2)
+{
+    long i;
+    switch (3 * k1 + k2) {
+    case 0: TAPEAD_FIRST2_LOOP(0, 0); break;
+    case 1: TAPEAD_FIRST2_LOOP(0, 1); break;
+    case 2: TAPEAD_FIRST2_LOOP(0, 2); break;
+    case 3: TAPEAD_FIRST2_LOOP(1, 0); break;
+    case 4: TAPEAD_FIRST2_LOOP(1, 1); break;
+    case 5: TAPEAD_FIRST2_LOOP(1, 2); break;
+    case 6: TAPEAD_FIRST2_LOOP(2, 0); break;
+    case 7: TAPEAD_FIRST2_LOOP(2, 1); break;
+    default: TAPEAD_FIRST2_LOOP(2, 2); break;
+    }
+}
+
+#define TAPEAD_ADD_LOOP(k) \
+    for (i = 0; i < n; i++) { \
+        double b = TAPEAD_PIECE(k, p, q, i); \
+        out[i] = out[i] + b; \
+    }
+
+TAPEAD_KERNEL tapead_pieces_add(double *out, long n, int k, const double *p,
+                                     const double *q)
+{
+    long i;
+    switch (k) {
+    case 0: TAPEAD_ADD_LOOP(0); break;
+    case 1: TAPEAD_ADD_LOOP(1); break;
+    default: TAPEAD_ADD_LOOP(2); break;
     }
 }
 
