@@ -413,7 +413,10 @@ class _Jitted:
                     raise TapeReplayError("jit: an argument to differentiate is not traced")
                 diff_pos.append(j)
                 ids[-1].append(tape.inputs[traced_index[j]])
-        rec.grad_ids = ids
+        # consecutive input nodes (a list of floats): a range, which the sweep
+        # checks and gathers from in one step instead of id by id
+        rec.grad_ids = [range(g[0], g[0] + len(g)) if g and g == list(range(g[0], g[0] + len(g)))
+                        else g for g in ids]
         out_id = out.idx if (type(out) is Tracer and out.tape is tape) else -1
         if has_aux:
             eager = self._outputs_of(rec, aux, tape)
