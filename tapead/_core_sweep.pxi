@@ -10,13 +10,38 @@ cdef Py_ssize_t sweep_mixed(Tape tp, Py_ssize_t top, double *adj, unsigned char 
     """The reverse sweep from node ``top`` down when some adjoints are
     objects (``hobj[i]``: node i's adjoint is in ``oadj[i]``, plus the
     float ``adj[i]``); returns the number of nodes swept."""
-    cdef Py_ssize_t i, steps = 0
+    cdef Py_ssize_t i = top + 1, steps = 0
     cdef double g
     cdef int o
+    cdef const int32_t *op
+    cdef const int32_t *pa
+    cdef const int32_t *pb
+    cdef const double *q0
+    cdef const double *q1
     cdef _ElemTarget tgt = _ElemTarget()
     tgt.pid = -1
-    for i in range(top, -1, -1):
+    while i > 0:
+        i -= 1
         o = tp.op[i]
+        if o != OP_OBJ and o != OP_ELEM and not hobj[i]:
+            # a run of scalar nodes with float adjoints: sweep_scalar's loop,
+            # the tape's arrays read once per run (a rule called between runs
+            # may have grown the tape)
+            op, pa, pb, q0, q1 = tp.op, tp.a, tp.b, tp.p0, tp.p1
+            while True:
+                g = adj[i]
+                if g != 0.0:
+                    steps += 1
+                    adj[pa[i]] += g * q0[i]
+                    adj[pb[i]] += g * q1[i]
+                if i == 0:
+                    break
+                o = op[i - 1]
+                if o == OP_OBJ or o == OP_ELEM or hobj[i - 1]:
+                    break
+                i -= 1
+            adj[-1] = 0.0
+            continue
         if o == OP_OBJ:
             if hobj[i] == 4 and adj[i] == 0.0 and \
                     product_into_parent(tp, i, <_Product>oadj[i], hobj, oadj):
@@ -50,13 +75,6 @@ cdef Py_ssize_t sweep_mixed(Tape tp, Py_ssize_t top, double *adj, unsigned char 
                 _accumulate(tp.a[i], gobj * tp.p0[i], adj, hobj, oadj)
             if tp.b[i] >= 0 and o < FIRST_CONST:
                 _accumulate(tp.b[i], gobj * tp.p1[i], adj, hobj, oadj)
-        else:
-            g = adj[i]
-            if g != 0.0:
-                steps += 1
-                adj[tp.a[i]] += g * tp.p0[i]
-                adj[tp.b[i]] += g * tp.p1[i]
-                adj[-1] = 0.0
     return steps
 
 
