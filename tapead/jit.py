@@ -109,15 +109,45 @@ _LEAF_KEY = _structure_key(_LEAF_TD)
 _REAL_FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
 
 
+_LEAF_TDS = {}
+
+
+def _leaf_tds(n):
+    """The tree structures of n bare leaves (a tuple, made once per n)."""
+    tds = _LEAF_TDS.get(n)
+    if tds is None:
+        tds = _LEAF_TDS[n] = (_LEAF_TD,) * n
+    return tds
+
+
+def _flat_signature(args):
+    """The cache key of a call whose arguments are each a Python float or a
+    float array, all traced, or None for any other call: the key
+    ``_signature``'s general path makes for them (a differentiated 0-d array
+    it makes a float shares the recording of a float)."""
+    codes = []
+    for x in args:
+        if type(x) is float:
+            codes.append(_LEAF_KEY)
+            codes.append(float)
+        elif type(x) is np.ndarray and x.ndim and x.dtype in _REAL_FLOATS:
+            codes.append(_LEAF_KEY)
+            codes.append((x.shape, x.dtype))
+        else:
+            return None
+    return len(args), False, tuple(codes), ()
+
+
 class _Recorded:
     """One recording: its tape, where the inputs and outputs are on it, and a lock."""
 
     __slots__ = ("tape", "td", "out_td", "out_ids", "out_consts", "grad", "grad_ids",
-                 "leaf_grad", "lock")
+                 "leaf_grad", "float_grad", "lock")
 
     def __init__(self):
         self.lock = threading.Lock()
         self.leaf_grad = False
+        self.float_grad = None
 
 
 class _Jitted:
@@ -142,12 +172,17 @@ class _Jitted:
         Each non-static argument (and the keyword arguments together) is
         flattened on its own, so flat sequences take ``tree_flatten``'s fast
         path; ``tds`` holds their structures, compared on a cache hit."""
-        if len(args) == 1 and not kwargs and not self._static:
-            x = args[0]         # the common call, one float array: the key of the path below
-            if type(x) is np.ndarray and x.ndim and x.dtype in _REAL_FLOATS:
-                self._grad_nums(1)                  # refuses argnums out of range
-                return (1, False, (_LEAF_KEY, (x.shape, x.dtype)), ()), (_LEAF_TD,), \
-                    [x], [0]
+        if not kwargs and not self._static:
+            if len(args) == 1:
+                x = args[0]     # the common call, one float array: the key of the path below
+                if type(x) is np.ndarray and x.ndim and x.dtype in _REAL_FLOATS:
+                    self._grad_nums(1)              # refuses argnums out of range
+                    return (1, False, (_LEAF_KEY, (x.shape, x.dtype)), ()), (_LEAF_TD,), \
+                        [x], [0]
+            flat = _flat_signature(args)
+            if flat is not None:    # every argument a float or a float array: all traced
+                self._grad_nums(len(args))
+                return flat, _leaf_tds(len(args)), list(args), range(len(args))
         static = self._normalised_static(len(args)) if self._static else ()
         grad_nums = self._grad_nums(len(args))
         leaves, tds, keys, traced = [], [], [], []
@@ -274,6 +309,9 @@ class _Jitted:
         return self._grad_outputs(rec, tape, leaves, args)
 
     def _outputs(self, rec, vals):
+        if rec.out_td.kind == "leaf" and rec.out_ids[0] >= 0:   # one traced output
+            v = vals[0]
+            return np.float64(v) if type(v) is float else _plain(v)
         out = [_plain(v) if i >= 0 else c for v, i, c in
                zip(vals, rec.out_ids, rec.out_consts)]
         return tree_unflatten(rec.out_td, out)
@@ -288,6 +326,13 @@ class _Jitted:
                 a = _as_result(a, x)
             value = np.float64(tape.value(out_id))
             return (value, a) if self._grad[4] == "value_and_grad" else a
+        if rec.float_grad is not None:     # bare floats differentiated, no aux
+            adjs = tape.backward([out_id], [1.0], rec.float_grad, dense=True)
+            if type(adjs) is np.ndarray and adjs.dtype == np.float64:
+                gs = list(adjs)            # np.float64 scalars, as as_result makes them
+                g = gs[0] if single else tuple(gs)
+                value = np.float64(tape.value(out_id))
+                return (value, g) if self._grad[4] == "value_and_grad" else g
         if len(counts) == 1 and counts[0] == len(leaves):
             in_leaves = [leaves]        # one argument differentiated, all its leaves traced
         else:
@@ -431,6 +476,10 @@ class _Jitted:
         rec.leaf_grad = (out_id >= 0 and single and not has_aux and len(ids[0]) == 1
                          and in_trees[0].kind == "leaf"
                          and type(leaves[diff_pos[0]]) is np.ndarray)
+        if out_id >= 0 and not has_aux and all(
+                len(g) == 1 and t.kind == "leaf" for g, t in zip(ids, in_trees)) and all(
+                type(leaves[j]) is float for j in diff_pos):
+            rec.float_grad = [g[0] for g in ids]
         return rec, self._grad_outputs(rec, tape, leaves, args)
 
     # -- introspection ------------------------------------------------------

@@ -1,6 +1,7 @@
 """ta.jit: replayed values and gradients equal the un-jitted ones bit for bit;
 re-recording on a flipped branch or a new signature; the cache limit; refusal
 of compositions a replay cannot serve; several threads."""
+import sys
 import threading
 
 import numpy as np
@@ -435,3 +436,45 @@ def test_a_list_of_numpy_float64_is_a_list_of_scalar_inputs():
     assert jf(list(x)) == jf(list(x)) == v_ref
     with pytest.raises(TypeError, match="boolean"):  # a bool is still refused
         ta.grad(_sin_chain)([np.float64(1.0), True])
+
+
+_FLAT_CALLS = [
+    (2.0,), (2.0, 3.0), (np.array([1.0, 2.0]), 3.0), (1.5, np.ones((2, 3))),
+    (np.ones(3, dtype=np.float32), np.ones(3)), (np.array([1.0, 2.0]),),
+]
+
+
+@pytest.mark.parametrize("args", _FLAT_CALLS)
+def test_the_flat_signature_is_the_general_paths_key(args, monkeypatch):
+    """Calls of floats and float arrays take a short path to their cache key;
+    it is the key the general path makes, so both share recordings."""
+    tj = sys.modules["tapead.jit"]      # the module (ta.jit is the function)
+    f = ta.jit(ta.grad(lambda *a: sum(np.sum(x) for x in a)))
+    fast = f._signature(args, {})
+    monkeypatch.setattr(tj, "_flat_signature", lambda args: None)
+    slow = f._signature(args, {})
+    assert fast[0] == slow[0] and fast[1] == slow[1]
+    assert list(fast[2]) == list(slow[2]) and list(fast[3]) == list(slow[3])
+
+
+def _two(x, y):
+    return x * y + np.sin(x) * x
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1), (1, 0)])
+@pytest.mark.parametrize("kind", ["grad", "value_and_grad"])
+def test_jitted_gradients_of_floats_match_the_eager_ones_in_type_and_value(argnums, kind):
+    eager = getattr(ta, kind)(_two, argnums=argnums)
+    jitted = ta.jit(getattr(ta, kind)(_two, argnums=argnums))
+    for x, y in [(0.3, 2.0), (1.7, -0.5), (0.3, 2.0), (-2.0, 4.0)]:
+        want, got = eager(x, y), jitted(x, y)
+        assert repr(got) == repr(want)           # np.float64 values, tuples as eager's
+    assert jitted.cache_info().misses == 1
+
+
+def test_a_float_the_output_does_not_reach_has_a_zero_gradient_on_replay():
+    g = ta.jit(ta.grad(lambda x, y: x * x, argnums=(0, 1)))
+    for x in (1.0, 2.0, 3.0):
+        assert repr(g(x, 5.0)) == repr((np.float64(2 * x), np.float64(0.0)))
+    c = ta.jit(ta.value_and_grad(lambda x: 4.0))     # a constant output: no tape node
+    assert c(1.0) == c(2.0) == (4.0, 0.0)
