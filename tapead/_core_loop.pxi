@@ -215,6 +215,7 @@ cdef void _sweep_step(const ScalarBody *bd, const double *p0, const double *p1,
     the next carries; ``gy_row``: the ``ny`` outputs after them) to those of
     its carries (into ``gc``) and inputs (into ``gx_row``)."""
     cdef Py_ssize_t i, j, nc = bd.nc
+    cdef int32_t ia, ib
     cdef double g
     cdef double *adj = buf + 1
     memset(buf, 0, (bd.n + 1) * sizeof(double))
@@ -224,9 +225,13 @@ cdef void _sweep_step(const ScalarBody *bd, const double *p0, const double *p1,
         adj[bd.outs[nc + j]] += gy_row[j]
     for i in range(bd.n - 1, -1, -1):
         g = adj[i]
-        if g != 0.0 and bd.op[i] != OP_INPUT:
-            adj[bd.a[i]] += g * p0[i]
-            adj[bd.b[i]] += g * p1[i]
+        if g != 0.0 and bd.op[i] != OP_INPUT:   # missing operands skipped (sweep_scalar)
+            ia = bd.a[i]
+            ib = bd.b[i]
+            if ia >= 0:
+                adj[ia] += g * p0[i]
+            if ib >= 0:
+                adj[ib] += g * p1[i]
     for j in range(nc):
         gc[j] = adj[bd.cin[j]]
     for j in range(bd.nx):

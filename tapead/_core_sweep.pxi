@@ -13,6 +13,9 @@ cdef Py_ssize_t sweep_mixed(Tape tp, Py_ssize_t top, double *adj, unsigned char 
     cdef Py_ssize_t i = top + 1, steps = 0
     cdef double g
     cdef int o
+    cdef int32_t ia, ib
+    cdef Py_ssize_t epid
+    cdef double *edata
     cdef const int32_t *op
     cdef const int32_t *pa
     cdef const int32_t *pb
@@ -27,17 +30,31 @@ cdef Py_ssize_t sweep_mixed(Tape tp, Py_ssize_t top, double *adj, unsigned char 
             # a run of scalar nodes with float adjoints: sweep_scalar's loop,
             # the tape's arrays read once per run (a rule called between runs
             # may have grown the tape)
+            # may have grown the tape).  Element nodes of the array whose
+            # adjoint is in hand (``tgt``, set by the last element node the
+            # general step took) are taken inline: x[i] code interleaves them
+            # with its scalar nodes
             op, pa, pb, q0, q1 = tp.op, tp.a, tp.b, tp.p0, tp.p1
+            epid = tgt.pid if (tgt.pid >= 0 and <PyObject *>PyList_GET_ITEM(oadj, tgt.pid)
+                               == <PyObject *>tgt.obj) else -2
+            edata = tgt.data
             while True:
                 g = adj[i]
                 if g != 0.0:
                     steps += 1
-                    adj[pa[i]] += g * q0[i]
-                    adj[pb[i]] += g * q1[i]
+                    if o == OP_ELEM:
+                        edata[pb[i]] += g
+                    else:           # missing operands skipped, as in sweep_scalar
+                        ia = pa[i]
+                        ib = pb[i]
+                        if ia >= 0:
+                            adj[ia] += g * q0[i]
+                        if ib >= 0:
+                            adj[ib] += g * q1[i]
                 if i == 0:
                     break
                 o = op[i - 1]
-                if o == OP_OBJ or o == OP_ELEM or hobj[i - 1]:
+                if o == OP_OBJ or hobj[i - 1] or (o == OP_ELEM and pa[i - 1] != epid):
                     break
                 i -= 1
             adj[-1] = 0.0
