@@ -123,8 +123,15 @@ class TreeDef:
         self.all_f64 = False      # every leaf a np.float64 scalar (``list(array)``)
 
     def __eq__(self, other):
-        return (isinstance(other, TreeDef) and self.kind == other.kind
-                and self.meta == other.meta and self.children == other.children)
+        if self is other:
+            return True
+        if not isinstance(other, TreeDef):
+            return False
+        if self.flat and other.flat:        # children all leaves: only their count differs
+            return (self.kind == other.kind and self.meta == other.meta
+                    and len(self.children) == len(other.children))
+        return (self.kind == other.kind and self.meta == other.meta
+                and self.children == other.children)
 
     def __repr__(self):
         return f"TreeDef({self.kind}, {self.meta}, {self.children})"
