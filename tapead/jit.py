@@ -121,15 +121,15 @@ def _leaf_tds(n):
 
 
 def _flat_signature(args):
-    """The cache key of a call whose arguments are each a Python float or a
-    float array, all traced, or None for any other call: the key
+    """The cache key of a call whose arguments are each a Python float, a
+    np.float64 or a float array, all traced, or None for any other call: the key
     ``_signature``'s general path makes for them (a differentiated 0-d array
     it makes a float shares the recording of a float)."""
     codes = []
     for x in args:
-        if type(x) is float:
+        if type(x) is float or type(x) is np.float64:
             codes.append(_LEAF_KEY)
-            codes.append(float)
+            codes.append(type(x))
         elif type(x) is np.ndarray and x.ndim and x.dtype in _REAL_FLOATS:
             codes.append(_LEAF_KEY)
             codes.append((x.shape, x.dtype))
@@ -326,7 +326,7 @@ class _Jitted:
                 a = _as_result(a, x)
             value = np.float64(tape.value(out_id))
             return (value, a) if self._grad[4] == "value_and_grad" else a
-        if rec.float_grad is not None:     # bare floats differentiated, no aux
+        if rec.float_grad is not None:     # bare float scalars differentiated, no aux
             adjs = tape.backward([out_id], [1.0], rec.float_grad, dense=True)
             if type(adjs) is np.ndarray and adjs.dtype == np.float64:
                 gs = list(adjs)            # np.float64 scalars, as as_result makes them
@@ -478,7 +478,7 @@ class _Jitted:
                          and type(leaves[diff_pos[0]]) is np.ndarray)
         if out_id >= 0 and not has_aux and all(
                 len(g) == 1 and t.kind == "leaf" for g, t in zip(ids, in_trees)) and all(
-                type(leaves[j]) is float for j in diff_pos):
+                type(leaves[j]) is float or type(leaves[j]) is np.float64 for j in diff_pos):
             rec.float_grad = [g[0] for g in ids]
         return rec, self._grad_outputs(rec, tape, leaves, args)
 

@@ -439,7 +439,7 @@ def test_a_list_of_numpy_float64_is_a_list_of_scalar_inputs():
 
 
 _FLAT_CALLS = [
-    (2.0,), (2.0, 3.0), (np.array([1.0, 2.0]), 3.0), (1.5, np.ones((2, 3))),
+    (2.0,), (2.0, 3.0), (np.float64(2.0),), (np.float64(1.0), 2.0, np.zeros(2)), (np.array([1.0, 2.0]), 3.0), (1.5, np.ones((2, 3))),
     (np.ones(3, dtype=np.float32), np.ones(3)), (np.array([1.0, 2.0]),),
 ]
 
@@ -470,6 +470,10 @@ def test_jitted_gradients_of_floats_match_the_eager_ones_in_type_and_value(argnu
         want, got = eager(x, y), jitted(x, y)
         assert repr(got) == repr(want)           # np.float64 values, tuples as eager's
     assert jitted.cache_info().misses == 1
+    for x, y in [(np.float64(0.3), 2.0), (np.float64(1.5), np.float64(-1.0))]:
+        want, got = eager(x, y), jitted(x, y)    # np.float64 in (what an update gives)
+        assert repr(got) == repr(want)
+    assert jitted.cache_info().misses == 3
 
 
 def test_a_float_the_output_does_not_reach_has_a_zero_gradient_on_replay():
