@@ -15,6 +15,7 @@
 
 cdef enum:
     SCALAR_NODE_BYTES = 36
+    NOGIL_SWEEP = 32        # scalar sweeps at least this long run without the GIL
 
 
 cdef void sweep_scalar(const int32_t *op, const int32_t *a, const int32_t *b,
@@ -371,6 +372,12 @@ cdef class Tape(Trace):
     # introspection
     # ------------------------------------------------------------------
     @property
+    def n_object_nodes(self):
+        """Nodes that hold an array (or another object) value: inputs and
+        primitives' results; a tape without any is scalar nodes only."""
+        return self.n_obj
+
+    @property
     def n_nodes(self):
         return self.n
 
@@ -519,7 +526,11 @@ cdef class Tape(Trace):
                 else:
                     all_fast = False
             if all_fast and self.n_obj == 0:
-                with nogil:
+                if top >= NOGIL_SWEEP:      # a short sweep costs less than releasing the GIL
+                    with nogil:
+                        sweep_scalar(self.op, self.a, self.b, self.p0, self.p1, adj, top,
+                                     &steps)
+                else:
                     sweep_scalar(self.op, self.a, self.b, self.p0, self.p1, adj, top, &steps)
                 self.last_sweep_steps = steps
                 if dense:

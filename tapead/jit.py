@@ -107,6 +107,7 @@ def _float_arrays(leaves):
 _LEAF_TD = tree_flatten(np.zeros(1))[1]
 _LEAF_KEY = _structure_key(_LEAF_TD)
 _REAL_FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
+_F64 = np.float64
 
 
 _LEAF_TDS = {}
@@ -142,12 +143,13 @@ class _Recorded:
     """One recording: its tape, where the inputs and outputs are on it, and a lock."""
 
     __slots__ = ("tape", "td", "out_td", "out_ids", "out_consts", "grad", "grad_ids",
-                 "leaf_grad", "float_grad", "lock")
+                 "leaf_grad", "float_grad", "pooled", "lock")
 
     def __init__(self):
         self.lock = threading.Lock()
         self.leaf_grad = False
         self.float_grad = None
+        self.pooled = True
 
 
 class _Jitted:
@@ -261,8 +263,7 @@ class _Jitted:
 
     # -- calls -------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        with _core.pooled():      # a replay's values reuse the last call's memory
-            return self._call(args, kwargs)
+        return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
         try:
@@ -272,7 +273,8 @@ class _Jitted:
         with self._lock:
             rec = self._cache.get(key)
             if rec is not None and rec.td == td:
-                self._cache.move_to_end(key)
+                if len(self._cache) > 1:
+                    self._cache.move_to_end(key)
                 self._hits += 1
             else:
                 rec = None
@@ -280,6 +282,9 @@ class _Jitted:
             values = leaves if len(traced) == len(leaves) else [leaves[j] for j in traced]
             with rec.lock:
                 try:
+                    if rec.pooled:       # arrays on the tape: they reuse the last call's memory
+                        with _core.pooled():
+                            return self._replay(rec, values, leaves, args)
                     return self._replay(rec, values, leaves, args)
                 except (GuardFlippedError, TapeReplayError):
                     pass
@@ -288,8 +293,10 @@ class _Jitted:
                 self._rerecords += 1
         with self._lock:
             self._misses += 1
-        rec, result = self._record(args, kwargs, td, leaves, traced)
+        with _core.pooled():
+            rec, result = self._record(args, kwargs, td, leaves, traced)
         if rec is not None:
+            rec.pooled = rec.tape.n_object_nodes > 0
             with self._lock:
                 self._cache[key] = rec
                 self._cache.move_to_end(key)
@@ -327,11 +334,12 @@ class _Jitted:
             value = np.float64(tape.value(out_id))
             return (value, a) if self._grad[4] == "value_and_grad" else a
         if rec.float_grad is not None:     # bare float scalars differentiated, no aux
-            adjs = tape.backward([out_id], [1.0], rec.float_grad, dense=True)
-            if type(adjs) is np.ndarray and adjs.dtype == np.float64:
-                gs = list(adjs)            # np.float64 scalars, as as_result makes them
+            adjs = tape.backward([out_id], [1.0], rec.float_grad)
+            gs = [_F64(0.0) if a is None else _F64(a) for a in adjs
+                  if a is None or type(a) is float]   # as as_result makes them
+            if len(gs) == len(adjs):       # else (an object adjoint): the general path
                 g = gs[0] if single else tuple(gs)
-                value = np.float64(tape.value(out_id))
+                value = _F64(tape.value(out_id))
                 return (value, g) if self._grad[4] == "value_and_grad" else g
         if len(counts) == 1 and counts[0] == len(leaves):
             in_leaves = [leaves]        # one argument differentiated, all its leaves traced

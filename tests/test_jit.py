@@ -482,3 +482,14 @@ def test_a_float_the_output_does_not_reach_has_a_zero_gradient_on_replay():
         assert repr(g(x, 5.0)) == repr((np.float64(2 * x), np.float64(0.0)))
     c = ta.jit(ta.value_and_grad(lambda x: 4.0))     # a constant output: no tape node
     assert c(1.0) == c(2.0) == (4.0, 0.0)
+
+
+def test_tapes_count_their_object_nodes():
+    from tapead._core import Tape
+    t = Tape()
+    x, = t.input_many([1.0])
+    y = x * x + 1.0
+    assert t.n_object_nodes == 0 and t.n_nodes == 3
+    a = t.input(np.ones(3))
+    np.sin(a) * y
+    assert t.n_object_nodes == 3        # the input, sin, the product
