@@ -25,6 +25,31 @@ def measure(fn: Callable, *args, budget: float = 0.02, total: float = 1.5,
     return min(runs), statistics.median(runs)
 
 
+def measure_together(cases, budget: float = 0.02, total: float = 3.0,
+                     min_repeat: int = 5, max_repeat: int = 60):
+    """Min and median seconds per call of each ``(fn, args)`` in ``cases``,
+    their repeats interleaved (one repeat of each in turn).
+
+    On a shared machine whose speed drifts over seconds, timing one case
+    after another puts the drift into their ratio; interleaved, each case
+    sees the same moments, so the ratio of two medians holds while the times
+    themselves move.  Repeats as in :func:`measure`.
+    """
+    timers = [timeit.Timer(lambda fn=fn, args=args: fn(*args)) for fn, args in cases]
+    numbers, cost = [], 0.0
+    for timer in timers:
+        first = timer.timeit(1)
+        number = max(1, int(budget / max(first, 1e-9)))
+        numbers.append(number)
+        cost += first * number
+    repeat = max(min_repeat, min(max_repeat, int(total / max(cost, 1e-9))))
+    runs = [[] for _ in cases]
+    for _ in range(repeat):
+        for k, timer in enumerate(timers):
+            runs[k].append(timer.timeit(numbers[k]) / numbers[k])
+    return [(min(r), statistics.median(r)) for r in runs]
+
+
 def cpu_name() -> str:
     """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
     cpu = platform.processor() or platform.machine()
