@@ -29,7 +29,6 @@ cdef Py_ssize_t sweep_mixed(Tape tp, Py_ssize_t top, double *adj, unsigned char 
         if o != OP_OBJ and o != OP_ELEM and not hobj[i]:
             # a run of scalar nodes with float adjoints: sweep_scalar's loop,
             # the tape's arrays read once per run (a rule called between runs
-            # may have grown the tape)
             # may have grown the tape).  Element nodes of the array whose
             # adjoint is in hand (``tgt``, set by the last element node the
             # general step took) are taken inline: x[i] code interleaves them
