@@ -158,6 +158,32 @@ def test_elements_and_vectorised_ops_on_one_array():
     np.testing.assert_allclose(ta.jacrev(ta.grad(f))(x), H0, rtol=1e-14, atol=1e-14)
 
 
+def test_interleaved_elements_of_two_arrays_sweep_as_the_generic_path():
+    """The reverse sweep takes the element nodes of the array whose adjoint it
+    holds inside its scalar runs; elements of a second array, an array node
+    in between and a replay must not change a bit of the gradient."""
+    def f(x, y):
+        s = 0.0
+        for i in range(len(x) - 1):
+            s = s + tnp.sin(x[i]) * y[i % 3, i % 2] + x[i + 1] * x[i]
+            if i == 4:
+                s = s + np.sum(np.tanh(x) * x)      # an array node between the runs
+        return s * y[2, 1] + x[0]
+    rng = np.random.default_rng(5)
+    x, y = rng.uniform(-1, 1, 9), rng.uniform(-1, 1, (3, 2))
+    g = ta.grad(f, argnums=(0, 1))(x, y)
+    with generic_paths():
+        g0 = ta.grad(f, argnums=(0, 1))(x, y)
+    for a, b in zip(g, g0):
+        np.testing.assert_allclose(a, b, rtol=1e-15, atol=1e-16)
+    np.testing.assert_allclose(g[0], fd_grad(lambda u: f(u, y), x), rtol=1e-7, atol=1e-8)
+    jf = ta.jit(ta.grad(f, argnums=(0, 1)))
+    jf(x, y)
+    x2, y2 = x[::-1].copy(), y * 0.5
+    for a, b in zip(jf(x2, y2), ta.grad(f, argnums=(0, 1))(x2, y2)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_element_fallbacks_keep_numpy_semantics():
     tp = Tape()
     x32 = tp.input(np.arange(3, dtype=np.float32))
