@@ -175,15 +175,9 @@ class _Jitted:
         flattened on its own, so flat sequences take ``tree_flatten``'s fast
         path; ``tds`` holds their structures, compared on a cache hit."""
         if not kwargs and not self._static:
-            if len(args) == 1:
-                x = args[0]     # the common call, one float array: the key of the path below
-                if type(x) is np.ndarray and x.ndim and x.dtype in _REAL_FLOATS:
-                    self._grad_nums(1)              # refuses argnums out of range
-                    return (1, False, (_LEAF_KEY, (x.shape, x.dtype)), ()), (_LEAF_TD,), \
-                        [x], [0]
             flat = _flat_signature(args)
             if flat is not None:    # every argument a float or a float array: all traced
-                self._grad_nums(len(args))
+                self._grad_nums(len(args))          # refuses argnums out of range
                 return flat, _leaf_tds(len(args)), list(args), range(len(args))
         static = self._normalised_static(len(args)) if self._static else ()
         grad_nums = self._grad_nums(len(args))
@@ -317,8 +311,7 @@ class _Jitted:
 
     def _outputs(self, rec, vals):
         if rec.out_td.kind == "leaf" and rec.out_ids[0] >= 0:   # one traced output
-            v = vals[0]
-            return np.float64(v) if type(v) is float else _plain(v)
+            return _plain(vals[0])
         out = [_plain(v) if i >= 0 else c for v, i, c in
                zip(vals, rec.out_ids, rec.out_consts)]
         return tree_unflatten(rec.out_td, out)
