@@ -458,6 +458,9 @@ cdef object replay_nodes(Tape tp, bint partials):
     cdef Record rec
     cdef tuple parents, consts
     cdef list argl
+    cdef PrimitiveBase prim
+    cdef dict params
+    cdef tuple args
     cdef const unsigned char *kind = _replay_kinds(tp)
     cdef const int32_t *special = <const int32_t *>cnp.PyArray_DATA(
         <cnp.ndarray>tp.replay_special)
@@ -488,18 +491,30 @@ cdef object replay_nodes(Tape tp, bint partials):
             if rec.prim is _STACK_PRIM and _replay_pack(tp, rec):
                 continue            # a small vector packed from its scalars, in C
             if rec.prim is not None:
+                prim = <PrimitiveBase>rec.prim
                 parents, consts = rec.parents, rec.consts
                 np_ = len(parents)
-                argl = [None] * np_
-                for k in range(np_):
-                    pid = <Py_ssize_t>parents[k]
-                    argl[k] = tp.value(pid) if pid >= 0 else consts[k]
-                args = tuple(argl)
+                if np_ == 1:
+                    pid = <Py_ssize_t>parents[0]
+                    args = (tp.value(pid) if pid >= 0 else consts[0],)
+                elif np_ == 2:
+                    pid = <Py_ssize_t>parents[0]
+                    q0 = tp.value(pid) if pid >= 0 else consts[0]
+                    pid = <Py_ssize_t>parents[1]
+                    args = (q0, tp.value(pid) if pid >= 0 else consts[1])
+                else:
+                    argl = [None] * np_
+                    for k in range(np_):
+                        pid = <Py_ssize_t>parents[k]
+                        argl[k] = tp.value(pid) if pid >= 0 else consts[k]
+                    args = tuple(argl)
+                params = rec.params
                 fused = None
-                if partials and (<PrimitiveBase>rec.prim).fwd_saved is not None:
-                    fused = rec.prim.fwd_saved(*args, **rec.params)
+                if partials and prim.fwd_saved is not None:
+                    fused = (prim.fwd_saved(*args, **params) if params
+                             else prim.fwd_saved(*args))
                 if fused is None:
-                    ans = rec.prim.impl(*args, **rec.params)
+                    ans = prim.impl(*args, **params) if params else prim.impl(*args)
                 else:
                     ans = (<tuple>fused)[0]
                 if type(ans) is np.ndarray and (<object>ans).ndim == 0 and \
@@ -512,8 +527,12 @@ cdef object replay_nodes(Tape tp, bint partials):
                 rec.ans = ans
                 if fused is not None:
                     rec.saved = (<tuple>fused)[1]
-                elif partials:
-                    rec.saved = rec.prim.save(args, ans)
+                elif partials and not (rec.saved is not None and prim.save_fn is None
+                                       and prim.saves is not None and not prim.saves):
+                    # (a primitive that saves no value keeps its recorded
+                    # ShapeOnly residuals: every shape on the tape is checked
+                    # unchanged, and dtypes follow from the inputs' and consts')
+                    rec.saved = prim_save(prim, args, ans)
                 if isinstance(ans, float):
                     tp.val[i] = ans
         elif o == OP_GUARD:

@@ -173,6 +173,7 @@ cdef class Tape(Trace):
     cdef Py_ssize_t en_array        # the last array indexed, and its entry's data
     cdef int32_t *en_ids
     cdef list oadj_cache            # the mixed sweep's object adjoints, all None between sweeps
+    cdef frozenset no_adjoint       # input nodes no sweep asks about (their VJPs are skipped)
 
     def __cinit__(self, Py_ssize_t capacity=256):
         if capacity < 16:
@@ -477,6 +478,18 @@ cdef class Tape(Trace):
     # ------------------------------------------------------------------
     # reverse sweep
     # ------------------------------------------------------------------
+    def skip_adjoints(self, inputs):
+        """Never compute adjoints of these input nodes (a recording that is
+        replayed at new values of data it does not differentiate: the VJP
+        rules into them are skipped).  A later ``backward`` asking for one of
+        them raises ``ValueError``.  Pass ``()`` to undo."""
+        ids = frozenset(int(i) for i in inputs)
+        inp = set(self.inputs)
+        for i in ids:
+            if i not in inp:
+                raise ValueError(f"skip_adjoints: node {i} is not an input node of this tape")
+        self.no_adjoint = ids if ids else None
+
     def backward(self, outputs, seeds, wrt, bint dense=False):
         """Reverse sweep.
 
@@ -512,6 +525,9 @@ cdef class Tape(Trace):
         cdef bint all_fast = True
         self._check_partials("backward")
         _check_node_ids(wrt, nn, "wrt")
+        if self.no_adjoint is not None and not self.no_adjoint.isdisjoint(wrt):
+            raise ValueError("backward: an input node in wrt was excluded by "
+                             "skip_adjoints; call tape.skip_adjoints(()) first")
         if self.lazy_stale:         # a seeded small vector's rule may read its value
             for i in outputs:
                 settle_lazy(self, i)

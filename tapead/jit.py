@@ -21,7 +21,7 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box, Tape, Tracer
-from tapead._tree import tree_flatten, tree_unflatten
+from tapead._tree import TreeDef, tree_flatten, tree_unflatten
 from tapead.errors import GuardFlippedError, TapeReplayError
 from tapead.boxing import (
     Where as _Where, normalize_argnums as _argnums, check_kinds as _check_kinds,
@@ -121,22 +121,64 @@ def _leaf_tds(n):
     return tds
 
 
+_DICT_TDS = {}
+
+
+def _dict_td(keys):
+    """The tree structure of a flat dict with these (sorted) keys, made once
+    per key tuple, so a cache hit compares it by identity."""
+    td = _DICT_TDS.get(keys)
+    if td is None:
+        if len(_DICT_TDS) >= 256:
+            _DICT_TDS.clear()
+        td = _DICT_TDS[keys] = TreeDef("dict", keys, (_LEAF_TD,) * len(keys), flat=True)
+    return td
+
+
 def _flat_signature(args):
-    """The cache key of a call whose arguments are each a Python float, a
-    np.float64 or a float array, all traced, or None for any other call: the key
-    ``_signature``'s general path makes for them (a differentiated 0-d array
-    it makes a float shares the recording of a float)."""
+    """(key, tree structures, leaves) of a call whose arguments are each a
+    Python float, a np.float64, a float array or a flat dict of float arrays
+    (a parameter dict), every leaf traced; None for any other call.  The key
+    and structures are the ones ``_signature``'s general path makes for them
+    (a differentiated 0-d array it makes a float shares the recording of a
+    float)."""
     codes = []
-    for x in args:
-        if type(x) is float or type(x) is np.float64:
+    tds = None
+    leaves = None
+    for j, x in enumerate(args):
+        t = type(x)
+        if t is float or t is np.float64:
             codes.append(_LEAF_KEY)
-            codes.append(type(x))
-        elif type(x) is np.ndarray and x.ndim and x.dtype in _REAL_FLOATS:
+            codes.append(t)
+        elif t is np.ndarray and x.ndim and x.dtype in _REAL_FLOATS:
             codes.append(_LEAF_KEY)
             codes.append((x.shape, x.dtype))
+        elif t is dict and x:
+            try:
+                keys = tuple(sorted(x))
+            except TypeError:           # the general path says what is wrong
+                return None
+            if tds is None:
+                tds, leaves = list(_leaf_tds(j)), list(args[:j])
+            td = _dict_td(keys)
+            tds.append(td)
+            codes.append(("dict", keys, len(keys)))      # _structure_key(td)
+            for k in keys:
+                v = x[k]
+                if not (type(v) is np.ndarray and v.ndim and v.dtype in _REAL_FLOATS):
+                    return None
+                codes.append((v.shape, v.dtype))
+                leaves.append(v)
+            continue
         else:
             return None
-    return len(args), False, tuple(codes), ()
+        if tds is not None:
+            tds.append(_LEAF_TD)
+            leaves.append(x)
+    key = len(args), False, tuple(codes), ()
+    if tds is None:
+        return key, _leaf_tds(len(args)), list(args)
+    return key, tuple(tds), leaves
 
 
 class _Recorded:
@@ -176,9 +218,10 @@ class _Jitted:
         path; ``tds`` holds their structures, compared on a cache hit."""
         if not kwargs and not self._static:
             flat = _flat_signature(args)
-            if flat is not None:    # every argument a float or a float array: all traced
+            if flat is not None:    # floats, float arrays, dicts of them: all traced
                 self._grad_nums(len(args))          # refuses argnums out of range
-                return flat, _leaf_tds(len(args)), list(args), range(len(args))
+                key, tds, leaves = flat
+                return key, tds, leaves, range(len(leaves))
         static = self._normalised_static(len(args)) if self._static else ()
         grad_nums = self._grad_nums(len(args))
         leaves, tds, keys, traced = [], [], [], []
@@ -463,6 +506,10 @@ class _Jitted:
         # checks and gathers from in one step instead of id by id
         rec.grad_ids = [range(g[0], g[0] + len(g)) if g and g == list(range(g[0], g[0] + len(g)))
                         else g for g in ids]
+        wanted = {i for g in ids for i in g}
+        # the traced data not differentiated (a batch, targets): loaded on each
+        # replay, but the sweep need not compute their adjoints
+        tape.skip_adjoints([i for i in tape.inputs if i not in wanted])
         out_id = out.idx if (type(out) is Tracer and out.tape is tape) else -1
         if has_aux:
             eager = self._outputs_of(rec, aux, tape)
