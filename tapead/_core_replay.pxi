@@ -269,6 +269,8 @@ cdef enum:
     RK_PACK = 3             # a 1-d float64 stack of scalar nodes (a small vector) ...
     RK_LAZY = 4             # ... that no node reads: written when its value is asked for
     RK_LAZY_STALE = 5       # such a pack a replay passed over (not written since)
+    RK_FUSED_SKIP = 6       # a node of a fused group (Tape.set_fusion) other than its last
+    RK_FUSED_RUN = 7        # the last node of a fused group: the group runs here
 
 
 cdef const unsigned char *_replay_kinds(Tape tp) except NULL:
@@ -484,6 +486,10 @@ cdef object replay_nodes(Tape tp, bint partials):
             continue
         if kk == RK_LAZY or kk == RK_LAZY_STALE:    # written when its value is asked for
             (<unsigned char *>kind)[i] = RK_LAZY_STALE
+            continue
+        if (kk == RK_FUSED_SKIP or kk == RK_FUSED_RUN) and not partials:
+            if kk == RK_FUSED_RUN:      # values only: the whole group, in one pass
+                (<FusedGroup>tp.fusion[i]).run(tp)
             continue
         o = tp.op[i]
         if o == OP_OBJ:

@@ -177,6 +177,7 @@ cdef class Tape(Trace):
     cdef Py_ssize_t en_array        # the last array indexed, and its entry's data
     cdef int32_t *en_ids
     cdef list oadj_cache            # the mixed sweep's object adjoints, all None between sweeps
+    cdef dict fusion                # last node id -> FusedGroup (values-only replays)
 
     def __cinit__(self, Py_ssize_t capacity=256):
         if capacity < 16:
@@ -394,6 +395,74 @@ cdef class Tape(Trace):
                 settle_lazy(self, i)
             return (<Record>self.recs[<Py_ssize_t>self.p0[i]]).ans
         return self.val[i]
+
+    def reads(self, Py_ssize_t i):
+        """The node ids node ``i``'s value is computed from (what a replay reads)."""
+        cdef int o
+        if i < 0 or i >= self.n:
+            raise IndexError(f"node {i} is not on this tape of {self.n} nodes")
+        o = self.op[i]
+        if o == OP_OBJ or o == OP_GUARD:
+            return tuple(k for k in _record_reads(<Record>self.recs[<Py_ssize_t>self.p0[i]])
+                         if k >= 0)
+        if o == OP_ELEM:
+            return (self.a[i],)
+        if FIRST_BINARY <= o < FIRST_CONST:
+            return (self.a[i], self.b[i])
+        if o >= FIRST_CONST:
+            return (self.a[i],)
+        return ()
+
+    def set_fusion(self, groups, skip=()):
+        """Evaluate these ``FusedGroup``s in one pass each in values-only
+        replays (``evaluate``, ``replay(partials=False)``): a group runs at
+        its last node and its other nodes are skipped, so only the nodes it
+        writes out get new values.  Every member must be an object node, in
+        no other group, and every node outside a group that reads a member
+        must come after the group's last node and read a written-out one
+        (``tapead.compiler.fusion`` plans groups so).  The object nodes in
+        ``skip`` (nodes no output or guard depends on) are not evaluated at
+        all.  Pass ``[]`` to undo."""
+        cdef unsigned char *kd
+        cdef Py_ssize_t i
+        _replay_kinds(self)
+        kd = <unsigned char *>(<char *>self.replay_kinds)
+        for i in range(self.n):
+            if kd[i] == RK_FUSED_SKIP or kd[i] == RK_FUSED_RUN:
+                kd[i] = RK_PYTHON
+        self.fusion = {}
+        seen = set()
+        for g in groups:
+            if not isinstance(g, FusedGroup):
+                raise TypeError(f"set_fusion: {g!r} is not a FusedGroup")
+            members = (<FusedGroup>g).members
+            for i in members:
+                if not (0 <= i < self.n) or self.op[i] != OP_OBJ or kd[i] != RK_PYTHON \
+                        or i in seen or (<Record>self.recs[<Py_ssize_t>self.p0[i]]).prim is None:
+                    raise ValueError(f"set_fusion: node {i} cannot be a member of a group")
+                seen.add(i)
+        skipped = []
+        for i in skip:
+            if not (0 <= i < self.n) or self.op[i] != OP_OBJ or i in seen or \
+                    (<Record>self.recs[<Py_ssize_t>self.p0[i]]).prim is None:
+                raise ValueError(f"set_fusion: node {i} cannot be skipped")
+            seen.add(i)
+            if kd[i] == RK_PYTHON:          # (small-vector packs stay: they are C already)
+                skipped.append(i)
+        for i in skipped:
+            kd[i] = RK_FUSED_SKIP
+        for g in groups:
+            members = (<FusedGroup>g).members
+            for i in members:
+                kd[i] = RK_FUSED_SKIP
+            i = members[len(members) - 1]
+            kd[i] = RK_FUSED_RUN
+            self.fusion[i] = g
+
+    @property
+    def n_fused_groups(self):
+        """How many fused groups values-only replays run (``set_fusion``)."""
+        return len(self.fusion) if self.fusion else 0
 
     def is_scalar_node(self, Py_ssize_t i):
         """Whether node ``i`` holds an unboxed float (its ``value`` is a float)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import os
 import threading
 from typing import Callable, NamedTuple, Sequence, Union
 
@@ -31,6 +32,7 @@ from tapead._tree import TreeDef, tree_flatten, tree_unflatten
 from tapead.errors import GuardFlippedError, NonScalarOutputError, ShapeError, TapeReplayError
 from tapead.boxing import check_leaf as _check_leaf, plain as _plain
 from tapead.program import Program
+from tapead.compiler import fusion
 from tapead.transforms import value_and_grad
 
 __all__ = ["jit", "JitCacheInfo", "record", "Recording"]
@@ -201,8 +203,9 @@ class _Recorded:
 class _Jitted:
     """The callable ``ta.jit`` returns (see :func:`jit`)."""
 
-    def __init__(self, fun, static_argnums, cache_size, rerecord=True):
+    def __init__(self, fun, static_argnums, cache_size, rerecord=True, fuse=True):
         self.fun = fun
+        self._fuse = fuse
         self._static = static_argnums
         self._maxsize = cache_size
         self._rerecord = rerecord
@@ -373,6 +376,9 @@ class _Jitted:
             i >= 0 and tape.is_scalar_node(i) for i in rec.out_ids)
         result = tree_unflatten(rec.out_td, [_plain(x.primal) if i >= 0 else x
                                              for x, i in zip(out_leaves, rec.out_ids)])
+        if not eager and self._fuse and _fusion_on() and tape.n_object_nodes > 1:
+            # elementwise chains in one pass each, unused nodes skipped (values only)
+            fusion.plan(tape, [i for i in rec.out_ids if i >= 0]).install(tape)
         return (None if eager else rec), result
 
     # -- introspection ------------------------------------------------------
@@ -391,8 +397,14 @@ class _Jitted:
         return f"<jitted {getattr(self.fun, '__name__', 'function')}>"
 
 
+def _fusion_on() -> bool:
+    """``TAPEAD_FUSION=0`` turns the fusion of replays off (every node replayed
+    on its own, as recorded)."""
+    return os.environ.get("TAPEAD_FUSION", "1") not in ("0", "")
+
+
 def jit(fun: Callable, static_argnums: Union[int, Sequence[int]] = (),
-        cache_size: int = 64) -> Callable:
+        cache_size: int = 64, fuse: bool = True) -> Callable:
     """Record ``fun`` once per input signature and replay its tape in C.
 
     The first call with a new signature runs ``fun`` in Python on a tape (its
@@ -422,6 +434,12 @@ def jit(fun: Callable, static_argnums: Union[int, Sequence[int]] = (),
         traced); they must be hashable.
     cache_size : int
         Recordings kept (least recently used ones are dropped).
+    fuse : bool
+        Replay chains of elementwise float64 array operations as one blocked
+        pass each (numpy's own loops, the same bits; intermediates only the
+        next operation reads are never whole arrays), and skip nodes no
+        output needs.  ``False`` (or the environment variable
+        ``TAPEAD_FUSION=0``) replays every node as recorded.
 
     Returns
     -------
@@ -455,7 +473,7 @@ def jit(fun: Callable, static_argnums: Union[int, Sequence[int]] = (),
         raise TypeError("jit: static_argnums must be an int or a sequence of ints")
     if not (isinstance(cache_size, int) and cache_size >= 1):
         raise ValueError(f"jit: cache_size must be a positive int, got {cache_size!r}")
-    return _Jitted(fun, static_argnums, cache_size)
+    return _Jitted(fun, static_argnums, cache_size, fuse=bool(fuse))
 
 
 class Recording:

@@ -105,6 +105,9 @@ class Primitive(_core.PrimitiveBase):
         #: the vmap rule ``rule(args, bdims, **params) -> (out, out_bdim)``,
         #: ``PER_LANE`` or ``VMAP_ELEMENTWISE`` (None: undeclared, per lane with a warning)
         self.vmap_rule = None
+        #: how a fused replay computes it (tapead.compiler.fusion): ``(ufunc,
+        #: argument positions)``; None: ``impl`` itself when it is a ufunc
+        self.fused_as = None
 
     # -- registration ----------------------------------------------------
     def defvjp(self, *rules: Optional[Callable]) -> "Primitive":

@@ -48,6 +48,7 @@ def _partner(name, npfunc, sign):
     prim.defjvp(lambda t, ans, x, s: t * (sign * s), lambda t, ans, x, s: None)
     prim.nondiff_args = frozenset([1])
     defelementwise(prim, args=(0,))          # s is a hint: no dependence through it
+    prim.fused_as = (npfunc, (0,))           # a fused replay computes npfunc(x)
     return prim
 
 
