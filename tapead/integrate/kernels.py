@@ -148,6 +148,29 @@ class RhsKernel:
         except GuardFlippedError:
             return self._rerecord(y, t, p, lam)
 
+    def adjoint_rhs(self, z, t, p, p_list):
+        """``[-f, lam^T df/dy, lam^T df/dp]`` for ``z = [y, lam, ...]``: the
+        adjoint system's right-hand side in one replay and one sweep whose
+        adjoints come out in that order (``p_list``: ``p`` as a list)."""
+        n = self.n
+        if self.mode == "scalar":
+            vals = z[:n].tolist()
+            vals.append(t)
+            vals.extend(p_list)
+            vals.extend(z[n:2 * n].tolist())
+            try:
+                self.tape.replay(vals)
+            except GuardFlippedError:
+                self._rerecord(z[:n], t, p, z[n:2 * n])
+                return self.adjoint_rhs(z, t, p, p_list)
+            out = self.tape.backward(self.out_list, self.one, self.adjoint_order, dense=True)
+            if type(out) is not np.ndarray:    # a tape with object nodes: a list
+                out = np.array(out, dtype=np.float64)
+            np.negative(out[:n], out=out[:n])
+            return out
+        f, gy, gp = self.vjp(z[:n], t, p, z[n:2 * n])
+        return np.concatenate([-f, gy, gp])
+
     def jacobian(self, y, t, p):
         """``(f, df/dy (n, n), df/dp (n, P))`` at plain values."""
         if self.mode is None:
@@ -255,6 +278,9 @@ class RhsKernel:
                 or not (type(s) is Tracer and s.tape is tape)):
             return False
         self.tape, self.out, self.ids = tape, s.idx, ids
+        self.out_list, self.one = [s.idx], [1.0]
+        n, P = self.n, self.p
+        self.adjoint_order = ids[n + 1 + P:] + ids[:n] + ids[n + 1:n + 1 + P]
         return True
 
     def _agrees(self, y, t, p, lam):
@@ -280,7 +306,7 @@ class RhsKernel:
             gy, gp = pull(lam)
         else:
             out, pull = vjp(lambda y_: self.rhs(y_, t, p), y)
-            gy, gp = pull(lam), np.zeros(0)
+            (gy,), gp = pull(lam), np.zeros(0)
         return (np.asarray(out, dtype=np.float64), np.asarray(gy, dtype=np.float64),
                 np.asarray(gp, dtype=np.float64))
 

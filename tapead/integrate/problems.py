@@ -121,13 +121,20 @@ class Evaluator:
             gy, gp = pull(lam)
         else:
             out, pull = vjp(lambda y_: rhs(y_, t, p), y)
-            gy, gp = pull(lam), np.zeros(0)
+            (gy,), gp = pull(lam), np.zeros(0)
         return (np.asarray(out, dtype=np.float64), np.asarray(gy, dtype=np.float64),
                 np.asarray(gp, dtype=np.float64))
 
     def jvp(self, y, t, Y, Pdot):
-        f, Jy, Jp = self.jacobian(y, t)
-        return f, Y @ Jy.T + Pdot @ Jp.T
+        K, n, P = Y.shape[0], y.size, self.p.size
+        if K >= n + P:                     # the Jacobian costs no more directions
+            f, Jy, Jp = self.jacobian(y, t)
+            return f, Y @ Jy.T + Pdot @ Jp.T
+        # the K directions at once: one recording, one K-direction forward sweep
+        rhs, p = self.problem.rhs, self.p
+        f = np.asarray(rhs(y, t, p), dtype=np.float64)
+        T = jacfwd(lambda c: rhs(y + c @ Y, t, p + c @ Pdot))(np.zeros(K))
+        return f, np.asarray(T, dtype=np.float64).reshape(n, K).T
 
     def jacobian(self, y, t):
         rhs, p = self.problem.rhs, self.p
@@ -224,6 +231,7 @@ class UserEvaluator(Evaluator):
             args[k] = v
         self.args = tree_unflatten(prob.arg_tree, args)
         self._swap = None
+        self.p_list = None
 
     def __enter__(self):
         prob = self.problem
@@ -262,6 +270,12 @@ class UserEvaluator(Evaluator):
     def vjp(self, y, t, lam):
         return self.problem.kernel.vjp(y, t, self.p, lam)
 
+    def adjoint_rhs(self, z, t):
+        """The adjoint system's right-hand side ``[-f, gy, gp]`` at ``z = [y, lam, mu]``."""
+        if self.p_list is None:
+            self.p_list = self.p.tolist()
+        return self.problem.kernel.adjoint_rhs(z, t, self.p, self.p_list)
+
     def jacobian(self, y, t):
         return self.problem.kernel.jacobian(y, t, self.p)
 
@@ -286,7 +300,7 @@ class AdjointProblem(Problem):
             gy, gp = pull(lam)
         else:
             out, pull = vjp(lambda y_: base.rhs(y_, t, p), y)
-            gy, gp = pull(lam), np.zeros(0)
+            (gy,), gp = pull(lam), np.zeros(0)
         return tnp.concatenate([-out, gy, gp])
 
     def at(self, p):
@@ -309,8 +323,11 @@ class AdjointEvaluator(Evaluator):
 
     def f(self, z, s):
         self.nfev += 1
+        base_at = self.base_at
+        if type(base_at) is UserEvaluator:
+            return base_at.adjoint_rhs(z, -s)
         nb = self.problem.base.n
-        f, gy, gp = self.base_at.vjp(z[:nb], -s, z[nb:2 * nb])
+        f, gy, gp = base_at.vjp(z[:nb], -s, z[nb:2 * nb])
         return np.concatenate([-f, gy, gp])
 
 
@@ -330,13 +347,15 @@ class TangentProblem(Problem):
         y, Y, p, Pd = self.split(u, q)
         base = self.base
         out = base.rhs(y, t, p)
-        tans = []
-        for k in range(self.K):
+        if self.K == 1:
             if base.p:
-                tans.append(jvp(lambda y_, p_: base.rhs(y_, t, p_), (y, p), (Y[k], Pd[k]))[1])
+                tan = jvp(lambda y_, p_: base.rhs(y_, t, p_), (y, p), (Y[0], Pd[0]))[1]
             else:
-                tans.append(jvp(lambda y_: base.rhs(y_, t, p), (y,), (Y[k],))[1])
-        return tnp.concatenate([out] + tans)
+                tan = jvp(lambda y_: base.rhs(y_, t, p), (y,), (Y[0],))[1]
+            return tnp.concatenate([out, tan])
+        # K directions at once: d/dc rhs(y + c Y, p + c Pd) at c = 0, (n, K)
+        T = jacfwd(lambda c: base.rhs(y + c @ Y, t, p + c @ Pd))(np.zeros(self.K))
+        return tnp.concatenate([out, tnp.reshape(tnp.transpose(T), (-1,))])
 
     def at(self, q):
         return TangentEvaluator(self, q)

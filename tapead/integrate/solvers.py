@@ -14,6 +14,8 @@ output and integrates only the adjoint back along it (``checkpointed``).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.integrate
 
@@ -28,9 +30,11 @@ class IntegrationError(RuntimeError):
 
 def _odeint(fun, y0, ts, settings, h0=0.0):
     """``scipy.integrate.odeint`` with ``fun(y, t)``; (ys, info)."""
-    ys, info = scipy.integrate.odeint(
-        fun, y0, ts, rtol=settings.rtol, atol=settings.atol, mxstep=settings.mxstep,
-        hmax=settings.hmax, h0=h0, full_output=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", scipy.integrate.ODEintWarning)  # raised below
+        ys, info = scipy.integrate.odeint(
+            fun, y0, ts, rtol=settings.rtol, atol=settings.atol, mxstep=settings.mxstep,
+            hmax=settings.hmax, h0=h0, full_output=True)
     if info["message"] != "Integration successful.":
         raise IntegrationError(
             f"odeint: scipy's LSODA stopped between t = {ts[0]:g} and t = {ts[-1]:g}: "
@@ -100,7 +104,10 @@ def adjoint_interval(ev, settings, z0, s0, s1, hint=None, steps=None):
     n = (z0.size - ev.p.size) // 2
     if hint is not None:
         return _checkpointed_interval(ev.base_at, settings, z0, s0, s1, hint, n)
-    if settings.method == ODEINT:
+    method = settings.method
+    if method in _FORTRAN_RK:
+        return _fortran_rk(_FORTRAN_RK[method], ev.f, z0, s0, s1, settings)
+    if method == ODEINT:
         zs, out = _odeint(lambda z, tau: ev.f(z, s0 + tau), z0, np.array([0.0, s1 - s0]),
                           settings, h0=steps.get("h", 0.0))
         steps["h"] = float(out["hu"][-1])
@@ -109,6 +116,47 @@ def adjoint_interval(ev, settings, z0, s0, s1, hint=None, steps=None):
     if sol.t.size > 1:
         steps["h"] = float(abs(sol.t[-1] - sol.t[-2]))
     return sol.y[:, -1]
+
+
+#: the explicit methods whose backward intervals run in Hairer's Fortran codes
+#: (scipy.integrate.ode): the same Runge-Kutta pairs as solve_ivp's, without its
+#: Python work per step; the reverse pass restarts at every output time, where
+#: a one-step method loses nothing (LSODA restarts at order one).  LSODA's
+#: non-stiff backward passes use DOP853 too.
+_FORTRAN_RK = {ODEINT: "dop853", "DOP853": "dop853", "RK45": "dopri5"}
+
+
+def _fortran_rk(name, fun, z0, s0, s1, settings):
+    """``z`` at ``s1`` from ``z0`` at ``s0`` by ``dop853``/``dopri5``."""
+    nsteps = settings.mxstep or 500
+    raised = []
+
+    def rhs(tau, z):
+        # scipy.integrate.ode replaces an exception raised here by its own
+        # ValueError: keep it, stop the integrator with NaNs, raise it after
+        if raised:
+            return np.full(z.shape, np.nan)
+        try:
+            return fun(z, s0 + tau)
+        except Exception as e:         # noqa: BLE001  (re-raised below)
+            raised.append(e)
+            return np.full(z.shape, np.nan)
+    r = scipy.integrate.ode(rhs)
+    r.set_integrator(name, rtol=settings.rtol, atol=settings.atol, nsteps=nsteps,
+                     max_step=0.0 if settings.max_step == np.inf else settings.max_step)
+    r.set_initial_value(z0, 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)   # a failure is raised below
+        z1 = r.integrate(s1 - s0)
+    if raised:
+        raise raised[0]
+    if not r.successful():
+        raise IntegrationError(
+            f"the backward solve ({name}) stopped between t = {-s0:g} and t = {-s1:g} "
+            f"(status {r.get_return_code()}): raise mxstep (now {nsteps} steps per output "
+            "interval), loosen rtol/atol, or pass adjoint='checkpointed' if the problem "
+            "is stiff")
+    return z1
 
 
 def _checkpointed_interval(base_at, settings, z0, s0, s1, y_start, n):
