@@ -171,6 +171,21 @@ class RhsKernel:
         f, gy, gp = self.vjp(z[:n], t, p, z[n:2 * n])
         return np.concatenate([-f, gy, gp])
 
+    def jvp(self, y, t, p, Y, Pdot):
+        """``(f, T)``: ``T[k] = df/dy Y[k] + df/dp Pdot[k]`` for the ``K`` rows of
+        ``Y`` (K, n) and ``Pdot`` (K, P): from the recorded tape's Jacobian (n
+        sweeps) when it holds scalar nodes only or when K is not smaller than
+        n + P, else the K directions in one forward sweep of ``rhs``."""
+        if self.mode is None:
+            self._choose(y, t, p, np.ones(self.n))
+        K = Y.shape[0]
+        if self.mode == "scalar" or K >= self.n + self.p:
+            f, Jy, Jp = self.jacobian(y, t, p)
+            return f, Y @ Jy.T + Pdot @ Jp.T
+        f = np.asarray(self.rhs(y, t, p), dtype=np.float64)
+        T = jacfwd(lambda c: self.rhs(y + c @ Y, t, p + c @ Pdot))(np.zeros(K))
+        return f, np.asarray(T, dtype=np.float64).reshape(self.n, K).T
+
     def jacobian(self, y, t, p):
         """``(f, df/dy (n, n), df/dp (n, P))`` at plain values."""
         if self.mode is None:

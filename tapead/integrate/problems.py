@@ -276,6 +276,9 @@ class UserEvaluator(Evaluator):
             self.p_list = self.p.tolist()
         return self.problem.kernel.adjoint_rhs(z, t, self.p, self.p_list)
 
+    def jvp(self, y, t, Y, Pdot):
+        return self.problem.kernel.jvp(y, t, self.p, Y, Pdot)
+
     def jacobian(self, y, t):
         return self.problem.kernel.jacobian(y, t, self.p)
 

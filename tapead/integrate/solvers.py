@@ -106,7 +106,7 @@ def adjoint_interval(ev, settings, z0, s0, s1, hint=None, steps=None):
         return _checkpointed_interval(ev.base_at, settings, z0, s0, s1, hint, n)
     method = settings.method
     if method in _FORTRAN_RK:
-        return _fortran_rk(_FORTRAN_RK[method], ev.f, z0, s0, s1, settings)
+        return _fortran_rk(_FORTRAN_RK[method], ev, z0, s0, s1, settings, steps)
     if method == ODEINT:
         zs, out = _odeint(lambda z, tau: ev.f(z, s0 + tau), z0, np.array([0.0, s1 - s0]),
                           settings, h0=steps.get("h", 0.0))
@@ -126,37 +126,44 @@ def adjoint_interval(ev, settings, z0, s0, s1, hint=None, steps=None):
 _FORTRAN_RK = {ODEINT: "dop853", "DOP853": "dop853", "RK45": "dopri5"}
 
 
-def _fortran_rk(name, fun, z0, s0, s1, settings):
-    """``z`` at ``s1`` from ``z0`` at ``s0`` by ``dop853``/``dopri5``."""
+def _fortran_rk(name, ev, z0, s0, s1, settings, steps):
+    """``z`` at ``s1`` from ``z0`` at ``s0`` by ``dop853``/``dopri5`` on the
+    evaluator ``ev``; the integrator is made once per pass (kept in ``steps``)."""
     nsteps = settings.mxstep or 500
-    raised = []
+    held = steps.get("ode")
+    if held is None or held[0] is not ev:
+        state = {"s0": 0.0, "raised": []}
+        fun = ev.f
 
-    def rhs(tau, z):
-        # scipy.integrate.ode replaces an exception raised here by its own
-        # ValueError: keep it, stop the integrator with NaNs, raise it after
-        if raised:
-            return np.full(z.shape, np.nan)
-        try:
-            return fun(z, s0 + tau)
-        except Exception as e:         # noqa: BLE001  (re-raised below)
-            raised.append(e)
-            return np.full(z.shape, np.nan)
-    r = scipy.integrate.ode(rhs)
-    r.set_integrator(name, rtol=settings.rtol, atol=settings.atol, nsteps=nsteps,
-                     max_step=0.0 if settings.max_step == np.inf else settings.max_step)
+        def rhs(tau, z):
+            # scipy.integrate.ode replaces an exception raised here by its own
+            # ValueError: keep it, stop the integrator with NaNs, raise it after
+            if state["raised"]:
+                return np.full(z.shape, np.nan)
+            try:
+                return fun(z, state["s0"] + tau)
+            except Exception as e:     # noqa: BLE001  (re-raised below)
+                state["raised"].append(e)
+                return np.full(z.shape, np.nan)
+        r = scipy.integrate.ode(rhs)
+        r.set_integrator(name, rtol=settings.rtol, atol=settings.atol, nsteps=nsteps,
+                         max_step=0.0 if settings.max_step == np.inf else settings.max_step)
+        held = steps["ode"] = (ev, r, state)
+    _, r, state = held
+    state["s0"] = s0
     r.set_initial_value(z0, 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)   # a failure is raised below
         z1 = r.integrate(s1 - s0)
-    if raised:
-        raise raised[0]
+    if state["raised"]:
+        raise state["raised"].pop()
     if not r.successful():
         raise IntegrationError(
             f"the backward solve ({name}) stopped between t = {-s0:g} and t = {-s1:g} "
             f"(status {r.get_return_code()}): raise mxstep (now {nsteps} steps per output "
             "interval), loosen rtol/atol, or pass adjoint='checkpointed' if the problem "
             "is stiff")
-    return z1
+    return np.array(z1)
 
 
 def _checkpointed_interval(base_at, settings, z0, s0, s1, y_start, n):
