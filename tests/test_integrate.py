@@ -420,6 +420,14 @@ def test_jit_of_a_gradient_through_odeint():
         assert abs(jg(k) - ta.grad(loss)(k)) < 1e-13
 
 
+def test_lists_of_traced_values_as_state_and_times():
+    def final(k, t1):
+        return odeint(lambda y, t: -k * y, [1.0, k], [0.0, t1], **TIGHT)[-1, 1]
+    gk, gt = ta.grad(final, argnums=(0, 1))(0.5, 2.0)
+    assert abs(gk - (1.0 - 0.5 * 2.0) * np.exp(-1.0)) < 1e-10     # d/dk k exp(-2k)
+    assert abs(gt + 0.25 * np.exp(-1.0)) < 1e-10                  # -k * k exp(-k t)
+
+
 def test_tfirst_convention():
     t = np.array([0.0, 1.0])
     np.testing.assert_allclose(odeint(lambda t, y: -y, 1.0, t, tfirst=True, **TIGHT)[-1],
@@ -578,6 +586,8 @@ def test_bad_shapes_and_values():
         odeint(lambda y, t: -y, np.ones(2), t, method="Euler")
     with pytest.raises(ValueError, match="rtol"):
         odeint(lambda y, t: -y, np.ones(2), t, rtol=-1.0)
+    with pytest.raises(ValueError, match="per-component atol"):
+        odeint(lambda y, t: -y, np.ones(2), t, atol=np.array([1e-8, 1e-9]))
     with pytest.raises(ValueError, match="adjoint"):
         odeint(lambda y, t: -y, np.ones(2), t, adjoint="magic")
     with pytest.raises(TypeError, match="unsupported argument"):

@@ -49,7 +49,7 @@ def _is_float_leaf(x):
 def _state(y0, name):
     """``y0`` as a float array (traced or not) and its dtype."""
     if isinstance(y0, dict) or (isinstance(y0, (list, tuple)) and any(
-            isinstance(v, (list, tuple, dict)) for v in y0) and not _rectangular(y0)):
+            isinstance(v, dict) for v in y0)):
         raise TypeError(f"{name}: y0 must be an array (or a float); got a "
                         f"{type(y0).__name__}. Pack a structured state into one array "
                         "(tapead.tree_util.tree_flatten) and unpack it inside func")
@@ -72,15 +72,9 @@ def _state(y0, name):
     return y0, dtype
 
 
-def _rectangular(obj):
-    try:
-        np.asarray(obj, dtype=object).shape
-        return True
-    except ValueError:
-        return False
-
-
 def _times(t, name, what="t", strict=True):
+    if isinstance(t, (list, tuple)) and any(isinstance(v, Box) for v in tree_flatten(t)[0]):
+        t = tnp.asarray(t)
     tv = np.asarray(_core.concrete(t))
     if tv.ndim != 1 or tv.size == 0:
         raise ValueError(f"{name}: {what} must be a 1-d array of output times, got shape "
@@ -104,12 +98,18 @@ def _times(t, name, what="t", strict=True):
 
 def _settings(name, method, rtol, atol, mxstep, hmax, max_step, options, adjoint):
     for v, what in ((rtol, "rtol"), (atol, "atol")):
-        if np.ndim(v) != 0 or not v >= 0:
+        if np.ndim(v) != 0:
+            raise ValueError(f"{name}: a per-component {what} is not supported (the "
+                             "adjoint and tangent systems have other components); pass "
+                             "one number")
+        if not v >= 0:
             raise ValueError(f"{name}: {what} must be a non-negative number, got {v!r}")
     if adjoint not in _ADJOINTS:
         raise ValueError(f"{name}: adjoint must be one of {_ADJOINTS}, got {adjoint!r}")
     if not isinstance(mxstep, numbers.Integral) or mxstep < 0:
         raise ValueError(f"{name}: mxstep must be a non-negative int, got {mxstep!r}")
+    if hmax:                           # odeint's bound on the step: every solve's max_step
+        max_step = min(float(max_step), float(hmax))
     return Settings(method, float(rtol), float(atol), int(mxstep), float(hmax),
                     float(max_step), tuple(sorted(options.items())), adjoint)
 
@@ -340,9 +340,6 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
                          "t_span (increasing for t0 < tf, decreasing for t0 > tf)")
     rtol, atol = options.pop("rtol", 1e-3), options.pop("atol", 1e-6)
     max_step = options.pop("max_step", np.inf)
-    if np.ndim(atol) != 0:
-        raise ValueError("solve_ivp: a per-component atol is not supported with traced "
-                         "inputs; pass a scalar atol")
     settings = _settings("solve_ivp", method, rtol, atol, 0, 0.0, max_step, options,
                          adjoint)
     # the start t0 is the first time of the solve, t_eval the outputs after it (a

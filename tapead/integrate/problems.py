@@ -53,7 +53,7 @@ class Settings(NamedTuple):
     atol: float
     mxstep: int                 # scipy.integrate.odeint's mxstep (0: its default, 500)
     hmax: float                 # scipy.integrate.odeint's hmax (0: no bound)
-    max_step: float             # solve_ivp's max_step (inf: no bound)
+    max_step: float             # the largest step of every solve (inf: no bound)
     options: tuple              # further solve_ivp options of the primal solve, (name, value)
     adjoint: str                # "auto", "backsolve" or "checkpointed"
 
@@ -84,14 +84,6 @@ class Problem:
         if K not in cache:
             cache[K] = TangentProblem(self, K)
         return cache[K]
-
-    @property
-    def user(self) -> "UserProblem":
-        """The user's problem this one derives from."""
-        prob = self
-        while not isinstance(prob, UserProblem):
-            prob = prob.base
-        return prob
 
 
 class Evaluator:

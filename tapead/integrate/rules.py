@@ -65,6 +65,7 @@ def _impl(w, ts, *, problem, cache, t_bound=None, hint=None, steps=None):
             z1 = solvers.adjoint_interval(ev, problem.settings, w[:n], ts[0], ts[1],
                                           steps=steps)
         ys = np.stack([w[:n], z1])
+        cache["stiff"] = False             # a backsolve is chosen for non-stiff problems
     else:
         ys = solvers.solve(problem, w[:n], ts, w[n:], t_bound=t_bound, info=cache)
     return ys.astype(dtype, copy=False) if dtype != np.float64 else ys

@@ -28,13 +28,13 @@ class IntegrationError(RuntimeError):
     """scipy's integrator stopped before the end of the interval."""
 
 
-def _odeint(fun, y0, ts, settings, h0=0.0):
+def _odeint(fun, y0, ts, settings):
     """``scipy.integrate.odeint`` with ``fun(y, t)``; (ys, info)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", scipy.integrate.ODEintWarning)  # raised below
         ys, info = scipy.integrate.odeint(
             fun, y0, ts, rtol=settings.rtol, atol=settings.atol, mxstep=settings.mxstep,
-            hmax=settings.hmax, h0=h0, full_output=True)
+            hmax=settings.hmax, full_output=True)
     if info["message"] != "Integration successful.":
         raise IntegrationError(
             f"odeint: scipy's LSODA stopped between t = {ts[0]:g} and t = {ts[-1]:g}: "
@@ -98,8 +98,9 @@ def adjoint_interval(ev, settings, z0, s0, s1, hint=None, steps=None):
     at reversed time ``s1`` from ``z0`` at ``s0`` (``ev``: the adjoint
     problem's evaluator).  With ``hint`` (the state at ``t = -s1``, the output
     before) the state is re-solved forward from it instead of backwards.
-    ``steps`` (a dict shared by the intervals of one pass) carries the last
-    step size into the next interval's first step."""
+    ``steps`` (a dict shared by the intervals of one pass) keeps what the
+    intervals share: the Fortran integrator, the last step size of the
+    solve_ivp methods (the next interval's first step)."""
     steps = {} if steps is None else steps
     n = (z0.size - ev.p.size) // 2
     if hint is not None:
@@ -107,11 +108,6 @@ def adjoint_interval(ev, settings, z0, s0, s1, hint=None, steps=None):
     method = settings.method
     if method in _FORTRAN_RK:
         return _fortran_rk(_FORTRAN_RK[method], ev, z0, s0, s1, settings, steps)
-    if method == ODEINT:
-        zs, out = _odeint(lambda z, tau: ev.f(z, s0 + tau), z0, np.array([0.0, s1 - s0]),
-                          settings, h0=steps.get("h", 0.0))
-        steps["h"] = float(out["hu"][-1])
-        return zs[-1]
     sol = _ivp(ev.f, s0, s1, z0, settings, first_step=steps.get("h"))
     if sol.t.size > 1:
         steps["h"] = float(abs(sol.t[-1] - sol.t[-2]))
@@ -124,12 +120,15 @@ def adjoint_interval(ev, settings, z0, s0, s1, hint=None, steps=None):
 #: a one-step method loses nothing (LSODA restarts at order one).  LSODA's
 #: non-stiff backward passes use DOP853 too.
 _FORTRAN_RK = {ODEINT: "dop853", "DOP853": "dop853", "RK45": "dopri5"}
+#: the backward intervals' step bound when mxstep is 0 (scipy's odeint bounds
+#: only its own LSODA steps then, solve_ivp nothing)
+_UNBOUNDED_STEPS = 10 ** 8
 
 
 def _fortran_rk(name, ev, z0, s0, s1, settings, steps):
     """``z`` at ``s1`` from ``z0`` at ``s0`` by ``dop853``/``dopri5`` on the
     evaluator ``ev``; the integrator is made once per pass (kept in ``steps``)."""
-    nsteps = settings.mxstep or 500
+    nsteps = settings.mxstep or _UNBOUNDED_STEPS
     held = steps.get("ode")
     if held is None or held[0] is not ev:
         state = {"s0": 0.0, "raised": []}
@@ -161,8 +160,8 @@ def _fortran_rk(name, ev, z0, s0, s1, settings, steps):
         raise IntegrationError(
             f"the backward solve ({name}) stopped between t = {-s0:g} and t = {-s1:g} "
             f"(status {r.get_return_code()}): raise mxstep (now {nsteps} steps per output "
-            "interval), loosen rtol/atol, or pass adjoint='checkpointed' if the problem "
-            "is stiff")
+            "interval) or loosen rtol/atol; pass adjoint='checkpointed' if the problem is "
+            "stiff")
     return np.array(z1)
 
 
