@@ -20,10 +20,10 @@ from tapead.implicit import custom_root, fixed_point  # noqa: F401
 from tapead.custom import custom_jvp, custom_vjp  # noqa: F401
 from tapead import nn, optim  # noqa: F401
 from tapead.transforms import (grad, value_and_grad, jvp, vjp, jacfwd, jacrev,  # noqa: F401
-                               hessian, hvp, record, Recording, stop_gradient)
+                               hessian, hvp, stop_gradient)
 from tapead.vmap import vmap, vmap_stats  # noqa: F401
 from tapead import vmap_transforms  # noqa: F401  (vmap of grad, jacfwd... run batched)
-from tapead.jit import jit  # noqa: F401
+from tapead.jit import jit, record, Recording  # noqa: F401
 from tapead import integrate, scipy  # noqa: F401
 from tapead.sparse import jacobian_sparsity, sparse_jacobian, sparse_hessian  # noqa: F401
 

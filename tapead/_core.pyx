@@ -188,6 +188,18 @@ cdef inline bint is_fast_number(object x):
 
 cdef inline object binary(int op, object x, object y):
     """Apply binary opcode ``op``; C fast paths for unboxed scalars."""
+    r = binary_scalar(op, x, y)
+    if r is not None:
+        return r
+    r = small_binary(op, x, y)          # small float64 vectors: per element, in C
+    if r is not None:
+        return r
+    return _bind(_BINARY_PRIMS[op], (x, y), _NO_PARAMS)
+
+
+cdef inline object binary_scalar(int op, object x, object y):
+    """Binary opcode ``op`` on unboxed scalars of one trace (or one and a
+    number) as a scalar node or dual, in C; None for anything else."""
     cdef Tracer tx, ty
     cdef Dual dx, dy
     cdef double v, d0, d1
@@ -233,14 +245,25 @@ cdef inline object binary(int op, object x, object y):
         if dy.op is None and dy.ftrace.active and is_fast_number(x):
             scalar_eval(op, <double>x, dy.dp, &v, &d0, &d1)
             return new_dual(dy.ftrace, v, d1 * dy.dt, None, None)
-    r = small_binary(op, x, y)          # small float64 vectors: per element, in C
-    if r is not None:
-        return r
-    return _bind(_BINARY_PRIMS[op], (x, y), _NO_PARAMS)
+    return None
 
 
 cdef inline object unary(int op, object x):
     """Apply unary opcode ``op``; C fast paths for unboxed scalars."""
+    r = unary_scalar(op, x)
+    if r is not None:
+        return r
+    if type(x) is Dual:
+        return _bind(_UNARY_PRIMS[op], (x,), _NO_PARAMS)
+    r = small_unary(op, x)              # small float64 vectors: per element, in C
+    if r is not None:
+        return r
+    return _bind(_UNARY_PRIMS[op], (x,), _NO_PARAMS)
+
+
+cdef inline object unary_scalar(int op, object x):
+    """Unary opcode ``op`` on an unboxed scalar as a scalar node or dual, in C;
+    None for anything else."""
     cdef Tracer tx
     cdef Dual dx
     cdef double v, d0, d1
@@ -254,11 +277,7 @@ cdef inline object unary(int op, object x):
         if dx.op is None and dx.ftrace.active:
             scalar_eval(op, dx.dp, 0.0, &v, &d0, &d1)
             return new_dual(dx.ftrace, v, d0 * dx.dt, None, None)
-        return _bind(_UNARY_PRIMS[op], (x,), _NO_PARAMS)
-    r = small_unary(op, x)              # small float64 vectors: per element, in C
-    if r is not None:
-        return r
-    return _bind(_UNARY_PRIMS[op], (x,), _NO_PARAMS)
+    return None
 
 
 def classify_leaves(seq):
@@ -436,11 +455,80 @@ cdef object compare(object x, object y, int code):
     else:
         result = bool(out)
     cdef Tape last = None
-    for b in (x, y):
-        if type(b) is Tracer and (<Tracer>b).tape.active and (<Tracer>b).tape is not last:
-            last = (<Tracer>b).tape
-            last.guard(code, x, y, result)
+    if (type(x) is not Tracer or (<Tracer>x).oval is None) and \
+            (type(y) is not Tracer or (<Tracer>y).oval is None):
+        # boxes of one level (the common case): their tapes check the result
+        for b in (x, y):
+            if type(b) is Tracer and (<Tracer>b).tape.active and (<Tracer>b).tape is not last:
+                last = (<Tracer>b).tape
+                last.guard(code, x, y, result)
+        return result
+    # nested boxes: every tape that records x or y, at any level, checks the
+    # result on its replays (a branch inside ta.grad under ta.jit)
+    cdef list tapes = []
+    _recording_tapes(x, tapes)
+    _recording_tapes(y, tapes)
+    for t in tapes:
+        (<Tape>t).guard(code, _box_on(x, <Tape>t), _box_on(y, <Tape>t), result)
     return result
+
+
+cdef void _recording_tapes(object x, list tapes):
+    """Append the active tapes that hold ``x`` at some level (each once)."""
+    cdef Py_ssize_t k
+    cdef bint seen
+    while type(x) is Tracer or type(x) is Dual:
+        if type(x) is Tracer and (<Tracer>x).tape.active:
+            seen = False
+            for k in range(len(tapes)):
+                if tapes[k] is (<Tracer>x).tape:
+                    seen = True
+            if not seen:
+                tapes.append((<Tracer>x).tape)
+        x = primal_of(x)
+
+
+cdef object _box_on(object x, Tape tape):
+    """The box of ``x`` on ``tape`` (``x`` itself when no level of it is there)."""
+    cdef object b = x
+    while type(b) is Tracer or type(b) is Dual:
+        if type(b) is Tracer and (<Tracer>b).tape is tape:
+            return b
+        b = primal_of(b)
+    return x
+
+
+cpdef bint is_recorded(object x):
+    """Whether a tape that will be replayed (``Tape.replayable``: ``ta.jit``'s
+    recordings) is recording ``x``, at any level of its boxing.  Code that
+    computes a constant from a traced value (a mask, a sign, a count) asks
+    this first: on such a tape the constant must be a recorded node (so a
+    replay recomputes it) or a guard (so a replay checks it), never a frozen
+    number."""
+    cdef list stack = [x]
+    while stack:
+        x = stack.pop()
+        if type(x) is Tracer:
+            if (<Tracer>x).tape.active and (<Tracer>x).tape.replayable:
+                return True
+            if (<Tracer>x).oval is not None:
+                stack.append((<Tracer>x).oval)
+        elif type(x) is Dual:
+            if (<Dual>x).op is not None:
+                stack.append((<Dual>x).op)
+            if (<Dual>x).ot is not None:
+                stack.append((<Dual>x).ot)
+        elif type(x) is Batched:
+            stack.append((<Batched>x).val)
+    return False
+
+
+def any_recorded(*xs):
+    """``is_recorded`` of any of ``xs``."""
+    for x in xs:
+        if is_recorded(x):
+            return True
+    return False
 
 
 cdef raise_conversion(object x, str kind):

@@ -193,6 +193,22 @@ cdef bint _basic_plain_index(object idx):
     return True
 
 
+cdef object element_of(Tracer t, object idx):
+    """``t[idx]`` as an element node when ``idx`` picks one element of the
+    float64 array ``t`` holds (or the node of a stacked scalar), else None."""
+    cdef Record rec
+    cdef Py_ssize_t flat
+    cdef double v
+    if not _ELEMENT_PATHS or t.oval is None or not t.tape.active or \
+            not element_at(t.oval, idx, &flat, &v):
+        return None
+    rec = _stack_of_scalars(t.tape, t.idx)
+    if rec is not None and <Py_ssize_t>rec.parents[flat] >= 0:
+        # an element of a stack of scalars is that scalar's node
+        return new_tracer(t.tape, <Py_ssize_t>rec.parents[flat], v, None)
+    return _element_node(t.tape, t.idx, <cnp.ndarray>t.oval, flat, v)
+
+
 cdef object box_getitem(object x, object idx):
     """``x[idx]`` of a box: an element node (tracers) or an unboxed dual
     (duals) when ``idx`` picks one element of a float64 array, else the
@@ -207,12 +223,9 @@ cdef object box_getitem(object x, object idx):
         pass
     elif type(x) is Tracer:
         t = <Tracer>x
-        if t.oval is not None and t.tape.active and element_at(t.oval, idx, &flat, &v):
-            rec = _stack_of_scalars(t.tape, t.idx)
-            if rec is not None and <Py_ssize_t>rec.parents[flat] >= 0:
-                # an element of a stack of scalars is that scalar's node
-                return new_tracer(t.tape, <Py_ssize_t>rec.parents[flat], v, None)
-            return _element_node(t.tape, t.idx, <cnp.ndarray>t.oval, flat, v)
+        r = element_of(t, idx)
+        if r is not None:
+            return r
         if type(idx) is slice and t.oval is not None:
             r = small_slice(t, idx)
             if r is not None:

@@ -167,6 +167,17 @@ cdef object _bind(PrimitiveBase prim, tuple args, dict params):
                 inner = True
     if top is None:
         return prim.impl(*args, **params)
+    if prim.opcode >= 0 and not params and (n == 1 or n == 2):
+        # an opcode's primitive bound on unboxed scalars (an inner transform's
+        # rule on an outer tape's values): the scalar node the operator makes
+        ans = unary_scalar(prim.opcode, args[0]) if n == 1 else \
+            binary_scalar(prim.opcode, args[0], args[1])
+        if ans is not None:
+            return ans
+    elif n == 1 and prim is _GETITEM_PRIM and type(args[0]) is Tracer:
+        ans = element_of(<Tracer>args[0], params["idx"])
+        if ans is not None:           # one element of an array: an element node
+            return ans
     if type(top) is BatchTrace:       # vmap: the batching rule, before any value
         if prim.vmap_elementwise:
             ans = _batch_elementwise(<BatchTrace>top, prim, args, params)

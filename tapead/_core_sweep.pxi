@@ -107,10 +107,9 @@ cdef int reverse_record(Tape tp, Py_ssize_t i, object gobj, double *adj,
     fast = (<PrimitiveBase>prim).fast_vjp
     if fast == FAST_PACK and pack_reverse(rec, gobj, adj):
         return 1
-    cdef frozenset skip = tp.no_adjoint
     for k in range(len(rec.parents)):
         pid = rec.parents[k]
-        if pid < 0 or (skip is not None and pid in skip):
+        if pid < 0:
             continue
         c = fast_vjp(fast, k, gobj, rec) if fast else _NOFAST
         if c is _NOFAST:

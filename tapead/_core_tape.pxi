@@ -159,6 +159,10 @@ cdef class Tape(Trace):
     #: computed from it, so replaying consumers (ta.record, ta.jit, recorded loop
     #: bodies) refuse or re-record such a tape
     cdef public Py_ssize_t values_read
+    #: this tape will be replayed at new inputs (``ta.jit`` sets it before it
+    #: records): constants computed from its values while it records become
+    #: recorded nodes or guards (``is_recorded``), not frozen numbers
+    cdef public bint replayable
     cdef Py_ssize_t n_obj
     cdef double *adj_cache          # reused adjoint buffer (slot -1 first)
     cdef Py_ssize_t adj_cap
@@ -173,7 +177,6 @@ cdef class Tape(Trace):
     cdef Py_ssize_t en_array        # the last array indexed, and its entry's data
     cdef int32_t *en_ids
     cdef list oadj_cache            # the mixed sweep's object adjoints, all None between sweeps
-    cdef frozenset no_adjoint       # input nodes no sweep asks about (their VJPs are skipped)
 
     def __cinit__(self, Py_ssize_t capacity=256):
         if capacity < 16:
@@ -392,6 +395,12 @@ cdef class Tape(Trace):
             return (<Record>self.recs[<Py_ssize_t>self.p0[i]]).ans
         return self.val[i]
 
+    def is_scalar_node(self, Py_ssize_t i):
+        """Whether node ``i`` holds an unboxed float (its ``value`` is a float)."""
+        if i < 0 or i >= self.n:
+            raise IndexError(f"node {i} is not on this tape of {self.n} nodes")
+        return self.op[i] != OP_OBJ
+
     def node(self, Py_ssize_t i):
         """(opcode, a, b, value, p0, p1) of node ``i``, for tests and docs."""
         if i < 0 or i >= self.n:
@@ -478,18 +487,6 @@ cdef class Tape(Trace):
     # ------------------------------------------------------------------
     # reverse sweep
     # ------------------------------------------------------------------
-    def skip_adjoints(self, inputs):
-        """Never compute adjoints of these input nodes (a recording that is
-        replayed at new values of data it does not differentiate: the VJP
-        rules into them are skipped).  A later ``backward`` asking for one of
-        them raises ``ValueError``.  Pass ``()`` to undo."""
-        ids = frozenset(int(i) for i in inputs)
-        inp = set(self.inputs)
-        for i in ids:
-            if i not in inp:
-                raise ValueError(f"skip_adjoints: node {i} is not an input node of this tape")
-        self.no_adjoint = ids if ids else None
-
     def backward(self, outputs, seeds, wrt, bint dense=False):
         """Reverse sweep.
 
@@ -525,9 +522,6 @@ cdef class Tape(Trace):
         cdef bint all_fast = True
         self._check_partials("backward")
         _check_node_ids(wrt, nn, "wrt")
-        if self.no_adjoint is not None and not self.no_adjoint.isdisjoint(wrt):
-            raise ValueError("backward: an input node in wrt was excluded by "
-                             "skip_adjoints; call tape.skip_adjoints(()) first")
         if self.lazy_stale:         # a seeded small vector's rule may read its value
             for i in outputs:
                 settle_lazy(self, i)

@@ -4,6 +4,8 @@ numbers as leaves.  Flattening and unflattening are iterative (no recursion
 limit)."""
 from __future__ import annotations
 
+import itertools
+
 import dataclasses
 from typing import Any, Callable, List, Tuple
 
@@ -232,7 +234,12 @@ def _freeze(td: TreeDef) -> TreeDef:
         if isinstance(t.children, list):
             stack.extend(t.children)
             t.children = tuple(t.children)
+            if t.kind in _FLAT_KINDS and all(c is LEAF for c in t.children):
+                t.flat = True         # a plain container of leaves (unflattened in one step)
     return td
+
+
+_FLAT_KINDS = ("tuple", "list", "dict")
 
 
 _CLOSE = object()     # tree_unflatten's marker: a node's children are all built
@@ -280,6 +287,8 @@ def tree_unflatten(treedef: TreeDef, leaves: List[Any]) -> Any:
             out.append(next(it))
         elif td.kind == "none":
             out.append(None)
+        elif td.flat:                     # a flat container: its leaves in one step
+            out.append(tree_unflatten(td, list(itertools.islice(it, len(td.children)))))
         else:
             kids: List[Any] = []
             stack.append((_CLOSE, (td, kids, out)))

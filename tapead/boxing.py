@@ -1,11 +1,10 @@
 """Boxing a transform's inputs and unboxing its outputs.
 
 What every functional transform shares: argument numbers, the check that an
-input leaf is differentiable (``check_leaf``), the recording of a call on a
-new tape (``record_call``), reading gradients off a tape (``grads``), and the
-conversion of traced outputs and aux values back to the user's numpy values
-and containers (``unbox_out``, ``plain``, ``pack_outputs``, ``split_aux``).
-Used by ``transforms``, ``recording``, ``jit`` and ``sparse``.
+input leaf is differentiable (``check_leaf``), and the conversion of traced
+outputs and aux values back to the user's numpy values and containers
+(``unbox_out``, ``plain``, ``pack_outputs``, ``split_aux``).  The recording
+itself is ``tapead.program.Program``.
 """
 from __future__ import annotations
 
@@ -16,15 +15,15 @@ import numpy as np
 
 from tapead import _core
 from tapead.numpy import _protocol  # noqa: F401  (installs the numpy protocol of boxes)
-from tapead._core import Box, Dual, Tape, Tracer
+from tapead._core import Box, Dual, Tracer
 from tapead._prims.construct import pack_objects
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.errors import NonDifferentiableError, NonScalarOutputError
 
 __all__ = ["ArgNums", "Where", "pooled"] + [
     "normalize_argnums", "normalize_argnums_checked", "as_result", "check_kinds", "check_leaf",
-    "check_scalar_output", "concrete_tree", "grads", "pack_outputs", "plain", "record_call",
-    "seed_like", "split_aux", "unbox_out", "zeros_like"]
+    "check_scalar_output", "concrete_tree", "pack_outputs", "plain", "seed_like", "split_aux",
+    "unbox_out", "zeros_like"]
 
 ArgNums = Union[int, Sequence[int]]
 
@@ -275,56 +274,3 @@ def seed_like(c, v):
         return np.asarray(c, dtype=np.result_type(_core.lanes_of(v)))[()] \
             if np.ndim(c) == 0 else np.asarray(c, dtype=np.result_type(_core.lanes_of(v)))
     return c
-
-
-# ---------------------------------------------------------------------------
-# reverse mode
-# ---------------------------------------------------------------------------
-
-def record_call(f, args, kwargs, argnums, name, complex_ok=False):
-    """Run f with the argnums inputs boxed on a new tape."""
-    nums, single = normalize_argnums(argnums, len(args))
-    tape = Tape()
-    boxed = list(args)
-    in_leaves, in_trees, in_ids = [], [], []
-    try:
-        for a in nums:
-            leaves, td = tree_flatten(args[a])
-            scalars = td.all_float or td.all_f64    # float leaves: scalar input nodes
-            if not scalars:
-                what = Where(name, a)
-                leaves = [x if type(x) is np.ndarray and x.ndim and x.dtype.kind == "f"
-                          else check_leaf(x, what, complex_ok) for x in leaves]
-            start = tape.n_nodes
-            tracers = tape.input_many(leaves)
-            in_leaves.append(leaves)
-            in_trees.append(td)
-            in_ids.append(range(start, start + len(leaves)) if scalars else
-                          tape.inputs[len(tape.inputs) - len(leaves):])
-            boxed[a] = tree_unflatten(td, tracers)
-        out = pack_outputs(f(*boxed, **kwargs))
-    finally:
-        tape.active = False
-    return tape, out, nums, single, in_leaves, in_trees, in_ids
-
-
-def grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single):
-    flat_ids = in_ids[0] if len(in_ids) == 1 else [i for ids in in_ids for i in ids]
-    adjs = (tape.backward(outputs, seeds, flat_ids, dense=True) if outputs
-            else [None] * len(flat_ids))
-    result, k = [], 0
-    for leaves, td in zip(in_leaves, in_trees):
-        n = len(leaves)
-        if getattr(td, "all_float", False) and isinstance(adjs, np.ndarray):
-            gs = adjs[k:k + n].tolist()    # Python floats, one per float leaf
-        elif getattr(td, "all_f64", False) and isinstance(adjs, np.ndarray):
-            gs = list(adjs[k:k + n])       # np.float64 scalars, one per leaf
-        else:
-            if isinstance(adjs, np.ndarray):
-                adjs = list(adjs)
-            gs = [a if type(a) is np.ndarray and type(x) is np.ndarray and a.dtype == x.dtype
-                  and a.shape == x.shape else as_result(a, x)
-                  for a, x in zip(adjs[k:k + n], leaves)]
-        k += len(leaves)
-        result.append(tree_unflatten(td, gs))
-    return result[0] if single else tuple(result)

@@ -7,8 +7,14 @@ fresh tape; later calls with that signature re-evaluate the recorded tape at
 the new values (``Tape.evaluate`` / ``Tape.replay``) without running Python.
 A replay whose recorded branch no longer holds (``GuardFlippedError``) or
 whose array shapes change (``TapeReplayError``) records the function again at
-those inputs.  ``ta.jit(ta.grad(f))`` and ``ta.jit(ta.value_and_grad(f))``
-replay ``f``'s tape and run one reverse sweep.
+those inputs.
+
+The function may run transforms inside (``ta.jit(ta.grad(f))``,
+``ta.jit(ta.hvp(...))``, a ``ta.vmap`` or a loop in the body): the recording
+is a :class:`tapead.program.Program` that holds what they did -- their
+reverse and forward sweeps are operations on it like any other -- so a replay
+evaluates the derivative at the new inputs.  ``ta.record`` is a one-entry
+``ta.jit`` that raises instead of recording again.
 """
 from __future__ import annotations
 
@@ -20,16 +26,14 @@ from typing import Callable, NamedTuple, Sequence, Union
 import numpy as np
 
 from tapead import _core
-from tapead._core import Box, Tape, Tracer
+from tapead._core import Box
 from tapead._tree import TreeDef, tree_flatten, tree_unflatten
-from tapead.errors import GuardFlippedError, TapeReplayError
-from tapead.boxing import (
-    Where as _Where, normalize_argnums as _argnums, check_kinds as _check_kinds,
-    check_leaf as _check_leaf, check_scalar_output as _check_scalar_output,
-    grads as _grads, pack_outputs as _pack_outputs, plain as _plain,
-    split_aux as _split_aux, unbox_out as _unbox_out, as_result as _as_result)
+from tapead.errors import GuardFlippedError, NonScalarOutputError, ShapeError, TapeReplayError
+from tapead.boxing import check_leaf as _check_leaf, plain as _plain
+from tapead.program import Program
+from tapead.transforms import value_and_grad
 
-__all__ = ["jit", "JitCacheInfo"]
+__all__ = ["jit", "JitCacheInfo", "record", "Recording"]
 
 
 class JitCacheInfo(NamedTuple):
@@ -46,18 +50,19 @@ class _Eager(Exception):
 
 
 def _leaf_key(x):
-    """(key, traced) for one argument leaf: float leaves are traced (keyed by
-    type, shape and dtype), everything else is static (keyed by value)."""
+    """(key, traced) for one argument leaf: float and complex leaves are traced
+    (keyed by type, shape and dtype), everything else is static (keyed by
+    value)."""
     t = type(x)
-    if t is float:
-        return float, True
+    if t is float or t is complex:
+        return t, True
     if t is np.ndarray:
-        if x.dtype.kind == "f":
+        if x.dtype.kind in "fc":
             return (x.shape, x.dtype), True
         return (x.shape, x.dtype.str, x.tobytes()), False
     if isinstance(x, Box):
         raise _Eager
-    if isinstance(x, np.floating):
+    if isinstance(x, np.inexact):
         return t, True
     try:
         hash(x)
@@ -182,31 +187,28 @@ def _flat_signature(args):
 
 
 class _Recorded:
-    """One recording: its tape, where the inputs and outputs are on it, and a lock."""
+    """One recording: its program, where the outputs are on it, and a lock."""
 
-    __slots__ = ("tape", "td", "out_td", "out_ids", "out_consts", "grad", "grad_ids",
-                 "leaf_grad", "float_grad", "pooled", "lock")
+    __slots__ = ("program", "td", "out_td", "out_ids", "out_consts", "scalar_outs", "pooled",
+                 "lock")
 
-    def __init__(self):
+    def __init__(self, program, td):
+        self.program, self.td = program, td
         self.lock = threading.Lock()
-        self.leaf_grad = False
-        self.float_grad = None
-        self.pooled = True
+        self.pooled = program.tape.n_object_nodes > 0
 
 
 class _Jitted:
     """The callable ``ta.jit`` returns (see :func:`jit`)."""
 
-    def __init__(self, fun, static_argnums, cache_size):
+    def __init__(self, fun, static_argnums, cache_size, rerecord=True):
         self.fun = fun
-        tag = getattr(fun, "_tapead_grad", None)   # (f, argnums, has_aux, holo, kind, wrapper)
-        self._grad = tag if tag is not None and tag[5] is fun else None
         self._static = static_argnums
         self._maxsize = cache_size
+        self._rerecord = rerecord
         self._cache = collections.OrderedDict()
         self._lock = threading.Lock()
         self._hits = self._misses = self._rerecords = 0
-        self._grad_nums_by_n = {}
         functools.update_wrapper(self, fun)
 
     # -- the signature ---------------------------------------------------
@@ -219,25 +221,16 @@ class _Jitted:
         if not kwargs and not self._static:
             flat = _flat_signature(args)
             if flat is not None:    # floats, float arrays, dicts of them: all traced
-                self._grad_nums(len(args))          # refuses argnums out of range
                 key, tds, leaves = flat
                 return key, tds, leaves, range(len(leaves))
         static = self._normalised_static(len(args)) if self._static else ()
-        grad_nums = self._grad_nums(len(args))
         leaves, tds, keys, traced = [], [], [], []
         parts = [args[i] for i in range(len(args)) if i not in static]
         if kwargs:
             parts.append(kwargs)
-        dyn_pos = [i for i in range(len(args)) if i not in static]
-        for k, part in enumerate(parts):
+        for part in parts:
             ls, td = tree_flatten(part)
             scalars = td.all_float or td.all_f64    # every leaf a float / np.float64
-            if k < len(dyn_pos) and dyn_pos[k] in grad_nums and not scalars and \
-                    not _float_arrays(ls):      # float arrays pass check_leaf unchanged
-                if any(isinstance(x, Box) for x in ls):
-                    raise _Eager
-                what = _Where("grad", dyn_pos[k])
-                ls = [_check_leaf(x, what, self._grad[3]) for x in ls]
             base = len(leaves)
             if scalars:                         # every leaf a Python float, or a np.float64
                 keys.append((_structure_key(td), len(ls), td.all_f64))
@@ -251,7 +244,7 @@ class _Jitted:
                 if type(traced) is range:
                     traced = list(traced)
                 for j, x in enumerate(ls):
-                    if type(x) is np.ndarray and x.dtype.kind == "f":
+                    if type(x) is np.ndarray and x.dtype.kind in "fc":
                         keys.append((x.shape, x.dtype))     # _leaf_key's, inline
                         traced.append(base + j)
                         continue
@@ -279,15 +272,6 @@ class _Jitted:
             statics.append((i, _static_key(v)))
         key = (len(args), bool(kwargs), tuple(keys), tuple(statics))
         return key, tuple(tds), leaves, traced
-
-    def _grad_nums(self, nargs):
-        """The differentiated positions for a call with ``nargs`` arguments."""
-        if self._grad is None:
-            return ()
-        nums = self._grad_nums_by_n.get(nargs)
-        if nums is None:
-            nums = self._grad_nums_by_n[nargs] = _argnums(self._grad[1], nargs)[0]
-        return nums
 
     def _normalised_static(self, nargs):
         out = set()
@@ -321,10 +305,11 @@ class _Jitted:
                 try:
                     if rec.pooled:       # arrays on the tape: they reuse the last call's memory
                         with _core.pooled():
-                            return self._replay(rec, values, leaves, args)
-                    return self._replay(rec, values, leaves, args)
+                            return self._outputs(rec, rec.program.evaluate(values, rec.out_ids))
+                    return self._outputs(rec, rec.program.evaluate(values, rec.out_ids))
                 except (GuardFlippedError, TapeReplayError):
-                    pass
+                    if not self._rerecord:
+                        raise
             with self._lock:
                 self._hits -= 1
                 self._rerecords += 1
@@ -333,7 +318,6 @@ class _Jitted:
         with _core.pooled():
             rec, result = self._record(args, kwargs, td, leaves, traced)
         if rec is not None:
-            rec.pooled = rec.tape.n_object_nodes > 0
             with self._lock:
                 self._cache[key] = rec
                 self._cache.move_to_end(key)
@@ -341,92 +325,32 @@ class _Jitted:
                     self._cache.popitem(last=False)
         return result
 
-    def _replay(self, rec, values, leaves, args):
-        tape = rec.tape
-        if rec.grad is None:
-            vals = tape.evaluate(values, rec.out_ids)
-            if vals is None:              # a leaf not exactly of its recorded kind
-                tape.replay(values, partials=False)
-                vals = [tape.value(i) if i >= 0 else None for i in rec.out_ids]
-            return self._outputs(rec, vals)
-        tape.replay(values)
-        return self._grad_outputs(rec, tape, leaves, args)
-
     def _outputs(self, rec, vals):
         if rec.out_td.kind == "leaf" and rec.out_ids[0] >= 0:   # one traced output
             return _plain(vals[0])
+        if rec.scalar_outs:      # every output a scalar node: numpy scalars in one step
+            return tree_unflatten(rec.out_td, list(np.array(vals, dtype=np.float64)))
         out = [_plain(v) if i >= 0 else c for v, i, c in
                zip(vals, rec.out_ids, rec.out_consts)]
         return tree_unflatten(rec.out_td, out)
 
-    def _grad_outputs(self, rec, tape, leaves, args):
-        out_id, value_const, diff_pos, in_trees, single, counts = rec.grad
-        if rec.leaf_grad:     # one array differentiated, no aux: what _grads does, in short
-            x = leaves[diff_pos[0]]
-            a = tape.backward([out_id], [1.0], rec.grad_ids[0], dense=True)[0]
-            if not (type(a) is np.ndarray and type(x) is np.ndarray and a.dtype == x.dtype
-                    and a.shape == x.shape):
-                a = _as_result(a, x)
-            value = np.float64(tape.value(out_id))
-            return (value, a) if self._grad[4] == "value_and_grad" else a
-        if rec.float_grad is not None:     # bare float scalars differentiated, no aux
-            adjs = tape.backward([out_id], [1.0], rec.float_grad)
-            gs = [_F64(0.0) if a is None else _F64(a) for a in adjs
-                  if a is None or type(a) is float]   # as as_result makes them
-            if len(gs) == len(adjs):       # else (an object adjoint): the general path
-                g = gs[0] if single else tuple(gs)
-                value = _F64(tape.value(out_id))
-                return (value, g) if self._grad[4] == "value_and_grad" else g
-        if len(counts) == 1 and counts[0] == len(leaves):
-            in_leaves = [leaves]        # one argument differentiated, all its leaves traced
-        else:
-            in_leaves, k = [], 0
-            for n in counts:
-                in_leaves.append([leaves[j] for j in diff_pos[k:k + n]])
-                k += n
-        in_ids = rec.grad_ids
-        g = _grads(tape, [out_id] if out_id >= 0 else [], [1.0] if out_id >= 0 else [],
-                   in_leaves, in_trees, in_ids, single)
-        value = np.float64(tape.value(out_id)) if out_id >= 0 else value_const
-        has_aux, kind = self._grad[2], self._grad[4]
-        if has_aux:
-            aux = tree_unflatten(rec.out_td, [_plain(tape.value(i)) if i >= 0 else c
-                                              for i, c in zip(rec.out_ids, rec.out_consts)])
-            return ((value, aux), g) if kind == "value_and_grad" else (g, aux)
-        return (value, g) if kind == "value_and_grad" else g
-
     # -- recording -------------------------------------------------------
     def _record(self, args, kwargs, td, leaves, traced):
         """Run the function on a new tape; returns (recording or None, result)."""
-        started = _core.traces_started()
-        tape = Tape()
-        boxed = list(leaves)
-        try:
-            tracers = tape.input_many([leaves[j] for j in traced])
-            for j, t in zip(traced, tracers):
-                boxed[j] = t
+        static = self._normalised_static(len(args))
+
+        def call(boxed):
             parts, k = [], 0
             for t in td:
                 n = t.num_leaves
                 parts.append(tree_unflatten(t, boxed[k:k + n]))
                 k += n
             kw = parts.pop() if kwargs else {}
-            static = self._normalised_static(len(args))
             it = iter(parts)
-            call_args = [args[i] if i in static else next(it) for i in range(len(args))]
-            f = self.fun if self._grad is None else self._grad[0]
-            out = _pack_outputs(f(*call_args, **kw))
-        finally:
-            tape.active = False
-        if _core.traces_started() - started > 1:
-            raise TapeReplayError(
-                "jit: the function runs another transform inside (ta.grad, ta.jvp, "
-                "ta.jacfwd, ta.vmap, ta.checkpoint, ...). That transform's derivative "
-                "rules and branch checks saw the recorded input values and a replay "
-                "cannot update them. Put jit outside a derivative (ta.jit(ta.grad(f)) is "
-                "supported); a vmap is not recorded (call ta.vmap(f) without jit: it "
-                "already runs each operation once for all lanes); or call the function "
-                "without jit")
+            return self.fun(*[args[i] if i in static else next(it) for i in range(len(args))],
+                            **kw)
+        program = Program.record_replayable(call, leaves, traced)
+        tape, out = program.tape, program.out
         if tape.values_read:
             raise TapeReplayError(
                 "jit: the function reads the number inside a traced value (x.primal, "
@@ -435,100 +359,21 @@ class _Jitted:
                 "inputs could not update it. Compare traced values directly (if x > 0: "
                 "... is recorded as a guard), pass the number as a static argument "
                 "(static_argnums=), or call the function without jit")
-        rec = _Recorded()
-        rec.tape, rec.td, rec.grad = tape, td, None
-        if self._grad is None:
-            if self._outputs_of(rec, out, tape):     # values of an enclosing transform
-                return None, tree_unflatten(rec.out_td, [_plain(_unbox_out(x, tape)) for x
-                                                         in tree_flatten(out)[0]])
-            return rec, self._outputs_of_record(rec, tape, out)
-        return self._finish_grad(rec, tape, out, args, kwargs, leaves, traced)
-
-    def _outputs_of(self, rec, out, tape):
-        """Fill rec's outputs from ``out``; True if an output carries values of
-        another transform (the call must stay eager: nothing is cached)."""
+        rec = _Recorded(program, td)
         out_leaves, rec.out_td = tree_flatten(out)
         rec.out_ids, rec.out_consts = [], []
         eager = False
         for x in out_leaves:
-            if type(x) is Tracer and x.tape is tape:
-                if isinstance(x.primal, Box):
-                    eager = True
-                rec.out_ids.append(x.idx)
-                rec.out_consts.append(None)
-            else:
-                if isinstance(x, Box):
-                    eager = True
-                rec.out_ids.append(-1)
-                rec.out_consts.append(x)
-        return eager
-
-    def _outputs_of_record(self, rec, tape, out):
-        return self._outputs(rec, [_core.concrete(x) if i >= 0 else None
-                                   for x, i in zip(tree_flatten(out)[0], rec.out_ids)])
-
-    def _finish_grad(self, rec, tape, out, args, kwargs, leaves, traced):
-        f, argnums, has_aux, holomorphic, kind, _ = self._grad
-        if holomorphic:
-            raise TapeReplayError("jit: a holomorphic gradient (holomorphic=True) cannot "
-                                  "be replayed; call it without jit")
-        if has_aux:
-            out, aux = _split_aux(out, kind)
-        _check_scalar_output(out, kind, has_aux)
-        if _core.is_complex(out):
-            _check_kinds(kind, False, outs=[out])
-        # which traced leaves are the differentiated ones, and their trees
-        nums, single = _argnums(argnums, len(args))
-        static = self._normalised_static(len(args))
-        dpos = [i for i in range(len(args)) if i not in static]
-        for i in nums:
-            if i in static:
-                raise ValueError(f"jit: argument {i} is differentiated (argnums) and "
-                                 "static (static_argnums); it cannot be both")
-        # leaves are laid out as (dyn args in order, kwargs); find each dyn arg's span
-        spans, k = {}, 0
-        for i in dpos:
-            n = tree_flatten(args[i])[1].num_leaves
-            spans[i] = (k, k + n)
-            k += n
-        traced_index = {j: t for t, j in enumerate(traced)}
-        in_trees, diff_pos, ids = [], [], []
-        for i in nums:
-            lo, hi = spans[i]
-            in_trees.append(tree_flatten(args[i])[1])
-            ids.append([])
-            for j in range(lo, hi):
-                if j not in traced_index:     # _check_leaf made every one a float
-                    raise TapeReplayError("jit: an argument to differentiate is not traced")
-                diff_pos.append(j)
-                ids[-1].append(tape.inputs[traced_index[j]])
-        # consecutive input nodes (a list of floats): a range, which the sweep
-        # checks and gathers from in one step instead of id by id
-        rec.grad_ids = [range(g[0], g[0] + len(g)) if g and g == list(range(g[0], g[0] + len(g)))
-                        else g for g in ids]
-        wanted = {i for g in ids for i in g}
-        # the traced data not differentiated (a batch, targets): loaded on each
-        # replay, but the sweep need not compute their adjoints
-        tape.skip_adjoints([i for i in tape.inputs if i not in wanted])
-        out_id = out.idx if (type(out) is Tracer and out.tape is tape) else -1
-        if has_aux:
-            eager = self._outputs_of(rec, aux, tape)
-        else:
-            rec.out_td, rec.out_ids, rec.out_consts, eager = None, [], [], False
-        if isinstance(out.primal if out_id >= 0 else out, Box):
-            eager = True
-        if eager:          # values of an enclosing transform: run the gradient eagerly
-            return None, self.fun(*args, **kwargs)
-        rec.grad = (out_id, None if out_id >= 0 else _plain(out), diff_pos, in_trees, single,
-                    [len(x) for x in ids])
-        rec.leaf_grad = (out_id >= 0 and single and not has_aux and len(ids[0]) == 1
-                         and in_trees[0].kind == "leaf"
-                         and type(leaves[diff_pos[0]]) is np.ndarray)
-        if out_id >= 0 and not has_aux and all(
-                len(g) == 1 and t.kind == "leaf" for g, t in zip(ids, in_trees)) and all(
-                type(leaves[j]) is float or type(leaves[j]) is np.float64 for j in diff_pos):
-            rec.float_grad = [g[0] for g in ids]
-        return rec, self._grad_outputs(rec, tape, leaves, args)
+            i = program.node_of(x)
+            if isinstance(x.primal if i >= 0 else x, Box):
+                eager = True          # a value of an enclosing transform: nothing to cache
+            rec.out_ids.append(i)
+            rec.out_consts.append(None if i >= 0 else x)
+        rec.scalar_outs = len(out_leaves) > 1 and all(
+            i >= 0 and tape.is_scalar_node(i) for i in rec.out_ids)
+        result = tree_unflatten(rec.out_td, [_plain(x.primal) if i >= 0 else x
+                                             for x, i in zip(out_leaves, rec.out_ids)])
+        return (None if eager else rec), result
 
     # -- introspection ------------------------------------------------------
     def cache_info(self) -> JitCacheInfo:
@@ -558,19 +403,20 @@ def jit(fun: Callable, static_argnums: Union[int, Sequence[int]] = (),
     of every other leaf (ints, bools, strings, integer arrays, ...) and of the
     arguments named in ``static_argnums``.  A replay at inputs where a
     recorded Python branch goes the other way (or an array changes shape)
-    records ``fun`` again there.  ``ta.jit(ta.grad(f))`` and
-    ``ta.jit(ta.value_and_grad(f))`` replay ``f``'s tape and run one reverse
-    sweep.  Unlike ``jax.jit`` there is no compile step, and Python side
-    effects (printing, appending to lists, random numbers drawn in Python)
-    happen only when ``fun`` is recorded.
+    records ``fun`` again there.  ``fun`` may be (or call) another transform:
+    ``ta.jit(ta.grad(f))``, ``ta.jit(ta.hvp(...))``, ``ta.jit(ta.jacfwd(f))``
+    record the derivative computation itself and replay it.  Unlike
+    ``jax.jit`` there is no compile step, and Python side effects (printing,
+    appending to lists, random numbers drawn in Python) happen only when
+    ``fun`` is recorded.
 
     Parameters
     ----------
     fun : callable
         Takes floats, float arrays, pytrees of them and static values;
-        returns an array, a scalar or a pytree of them.  It must not run
-        another transform inside (``ta.grad``, ``ta.jvp``, ...): that raises
-        ``TapeReplayError`` at the first call.
+        returns an array, a scalar or a pytree of them.  It may run other
+        transforms inside.  Reading the number inside a traced value
+        (``x.primal``) raises ``TapeReplayError`` at the first call.
     static_argnums : int or sequence of int
         Positional arguments that are part of the signature by value (not
         traced); they must be hashable.
@@ -610,3 +456,128 @@ def jit(fun: Callable, static_argnums: Union[int, Sequence[int]] = (),
     if not (isinstance(cache_size, int) and cache_size >= 1):
         raise ValueError(f"jit: cache_size must be a positive int, got {cache_size!r}")
     return _Jitted(fun, static_argnums, cache_size)
+
+
+class Recording:
+    """A function recorded once, evaluable at new inputs: a one-entry ``ta.jit``.
+
+    Made by :func:`record`.  Calling it re-evaluates the recorded tape at new
+    inputs of the same structure and shapes without running Python; where a
+    recorded branch goes the other way it raises ``GuardFlippedError`` (it
+    does not record again).
+
+    Attributes
+    ----------
+    tape : Tape
+        The recorded tape (``tape.n_nodes``, ``tape.nbytes``,
+        ``tape.memory()``).
+    n_nodes : int
+        Number of nodes on the tape.
+    nbytes : int
+        Bytes of values the tape holds.
+
+    Examples
+    --------
+    >>> import numpy as np, tapead as ta
+    >>> rec = ta.record(lambda x: (x * x).sum(), np.array([1.0, 2.0]))
+    >>> print(rec(np.array([3.0, 4.0])))
+    25.0
+    >>> value, g = rec.value_and_grad(np.array([3.0, 4.0]))
+    >>> print(value, g)
+    25.0 [6. 8.]
+    """
+
+    def __init__(self, f, args):
+        self.f = f
+        self._n_args = len(args)
+        self._trees = [tree_flatten(a)[1] for a in args]
+        args = self._checked(args)
+        self._value = _Jitted(f, (), 1, rerecord=False)
+        out = self._value(*args)
+        rec = next(iter(self._value._cache.values()), None)
+        if rec is None:
+            raise TapeReplayError("record: the function's output holds values of an "
+                                  "enclosing transform; call it directly instead")
+        if rec.out_td.kind != "leaf" or np.shape(out) != ():
+            raise NonScalarOutputError("record: the function must return a scalar")
+        if rec.out_ids[0] < 0:
+            raise TypeError("record: the function's output does not depend on its "
+                            "inputs; nothing to record")
+        self.tape = rec.program.tape
+        self._key = self._value._signature(tuple(args), {})[0]
+        self._grad = _Jitted(value_and_grad(f, tuple(range(len(args))) if len(args) != 1
+                                            else 0), (), 1, rerecord=False)
+        self._grad(*args)          # recorded here, at the point the value was
+
+    def _checked(self, args):
+        if len(args) != self._n_args:
+            raise TypeError(f"the recording takes {self._n_args} arguments, got {len(args)}")
+        out = []
+        for a, td in zip(args, self._trees):
+            leaves, t2 = tree_flatten(a)
+            if t2 != td:
+                raise ShapeError("the arguments' structure differs from the recording's")
+            out.append(tree_unflatten(td, [_check_leaf(x, "record") for x in leaves]))
+        key = getattr(self, "_key", None)
+        if key is not None and self._value._signature(tuple(out), {})[0] != key:
+            raise TapeReplayError(
+                "record: the inputs' shapes or types differ from the ones recorded; "
+                "re-record the function at these inputs (ta.record), or use ta.jit, "
+                "which records each new signature")
+        return out
+
+    @property
+    def n_nodes(self) -> int:
+        """Number of nodes on the recorded tape (inputs included)."""
+        return self.tape.n_nodes
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of values the tape keeps (``tape.memory()["values"]``)."""
+        return self.tape.nbytes
+
+    def __call__(self, *args):
+        """The value at new inputs (replay, no Python tracing).  Calls from
+        several threads take turns (the tape holds one point at a time)."""
+        return np.float64(self._value(*self._checked(args)))
+
+    def value_and_grad(self, *args):
+        """``(value, grads)`` at new inputs: the recorded gradient program,
+        evaluated there."""
+        value, g = self._grad(*self._checked(args))
+        return np.float64(value), g
+
+
+def record(f: Callable, *args) -> Recording:
+    """Record ``f`` at ``args`` into a tape that can be re-evaluated.
+
+    Comparisons on traced values are recorded as guards; a re-evaluation
+    whose guard flips raises ``GuardFlippedError`` instead of returning the
+    derivative of the wrong branch (``ta.jit`` records again instead).
+
+    Parameters
+    ----------
+    f : callable
+        A scalar function of ``args``.
+    *args
+        The inputs to record at (floats, float arrays, pytrees).
+
+    Returns
+    -------
+    Recording
+        Callable at new inputs of the same structure and shapes;
+        ``.value_and_grad(*args)`` gives the gradient there too.
+
+    Examples
+    --------
+    >>> import tapead as ta
+    >>> rec = ta.record(lambda x: x * x if x > 0 else -x, 2.0)
+    >>> print(rec.value_and_grad(3.0))
+    (np.float64(9.0), np.float64(6.0))
+    >>> rec(-1.0)
+    Traceback (most recent call last):
+    ...
+    tapead.errors.GuardFlippedError: ...
+    """
+    return Recording(f, args)
+

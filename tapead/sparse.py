@@ -27,7 +27,8 @@ import scipy.sparse as sp
 from tapead import coloring as _coloring
 from tapead._core import Tracer
 from tapead.patterns import _output_pattern, recording_key, tape_sparsity
-from tapead.boxing import pooled, record_call
+from tapead.boxing import pooled
+from tapead.program import Program
 from tapead.transforms import grad
 
 __all__ = ["jacobian_sparsity", "sparse_jacobian", "hessian_sparsity",
@@ -118,7 +119,8 @@ def jacobian_sparsity(f: Callable, x) -> sp.csr_array:
            [0, 0, 1, 1]])
     """
     x = _vector(x, "jacobian_sparsity")
-    tape, out, *_ = record_call(f, (x,), {}, 0, "jacobian_sparsity")
+    prog = Program.record(f, (x,), {}, 0, "jacobian_sparsity")
+    tape, out = prog.tape, prog.out
     return _output_pattern(tape, out, x.size)
 
 
@@ -131,7 +133,8 @@ def hessian_sparsity(f: Callable, x) -> sp.csr_array:
     scipy.sparse.csr_array of bool, shape (n, n)
     """
     x = _vector(x, "hessian_sparsity")
-    tape, out, *_ = record_call(grad(f), (x,), {}, 0, "hessian_sparsity")
+    prog = Program.record(grad(f), (x,), {}, 0, "hessian_sparsity")
+    tape, out = prog.tape, prog.out
     return _symmetric(_output_pattern(tape, out, x.size))
 
 
@@ -217,7 +220,8 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
     @pooled                 # the recording's intermediates reuse the last call's memory
     def jac(x):
         x = _vector(x, "sparse_jacobian")
-        tape, out, *_ = record_call(f, (x,), {}, 0, "sparse_jacobian")
+        prog = Program.record(f, (x,), {}, 0, "sparse_jacobian")
+        tape, out = prog.tape, prog.out
         rec, seed_t = recovery_at(tape, out, x)
         if rows:
             B = _reverse(tape, out, rec.seed, x.size)
@@ -227,7 +231,8 @@ def sparse_jacobian(f: Callable, coloring: str = "column",
 
     def recovery(x):
         x = _vector(x, "sparse_jacobian")
-        tape, out, *_ = record_call(f, (x,), {}, 0, "sparse_jacobian")
+        prog = Program.record(f, (x,), {}, 0, "sparse_jacobian")
+        tape, out = prog.tape, prog.out
         return recovery_at(tape, out, x)[0]
 
     jac.recovery = recovery
@@ -301,14 +306,16 @@ def sparse_hessian(f: Callable, coloring: str = "star",
     @pooled
     def hess(x):
         x = _vector(x, "sparse_hessian")
-        tape, out, *_ = record_call(g, (x,), {}, 0, "sparse_hessian")
+        prog = Program.record(g, (x,), {}, 0, "sparse_hessian")
+        tape, out = prog.tape, prog.out
         rec, seed_t = recovery_at(tape, out, x)
         T = _tangents(tape, out, seed_t, rec.shape[0])
         return rec.to_sparse(rec.recover_tangents(T).astype(x.dtype, copy=False))
 
     def recovery(x):
         x = _vector(x, "sparse_hessian")
-        tape, out, *_ = record_call(g, (x,), {}, 0, "sparse_hessian")
+        prog = Program.record(g, (x,), {}, 0, "sparse_hessian")
+        tape, out = prog.tape, prog.out
         return recovery_at(tape, out, x)[0]
 
     hess.recovery = recovery

@@ -1,8 +1,10 @@
-"""The functional transforms: grad, jvp, vjp, jacobians, hvp, record.
+"""The functional transforms: grad, jvp, vjp, jacobians, hvp.
 
-Each transform starts a trace (a ``Tape`` for reverse mode, a
-``ForwardTrace`` for dual numbers) with a fresh level, boxes the inputs,
-runs the user's Python function eagerly and reads the derivative off.
+Each transform starts a trace with a fresh level, boxes the inputs, runs the
+user's Python function eagerly and reads the derivative off: reverse mode and
+``jacfwd`` record a :class:`tapead.program.Program` (a tape) and sweep it,
+``jvp`` runs on dual numbers (a ``ForwardTrace``).  Each returns a plain
+function: ``ta.jit`` of it records what it does, sweeps included.
 """
 from __future__ import annotations
 
@@ -20,11 +22,12 @@ from tapead.boxing import (  # the shared helpers, under their old local names
     unbox_out as _unbox_out, plain as _plain, pack_outputs as _pack_outputs,
     concrete_tree as _concrete_tree, split_aux as _split_aux,
     check_scalar_output as _check_scalar_output, check_kinds as _check_kinds,
-    seed_like as _seed_like, record_call as _record, grads as _grads, pooled as _pooled)
+    seed_like as _seed_like, pooled as _pooled)
+from tapead.program import Program, describe
 from tapead.errors import ShapeError
 
 __all__ = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian",
-           "hvp", "record", "Recording", "stop_gradient"]
+           "hvp", "stop_gradient"]
 
 ArgNums = Union[int, Sequence[int]]
 
@@ -77,18 +80,15 @@ def value_and_grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
     def value_and_grad_f(*args, **kwargs):
         with _core.pooled():          # the intermediates reuse the last call's memory
             return _value_and_grad(f, args, kwargs, argnums, has_aux, holomorphic)
-    # ta.jit recognises this wrapper and replays f's tape with one reverse sweep
-    value_and_grad_f._tapead_grad = (f, argnums, has_aux, holomorphic, "value_and_grad",
-                                     value_and_grad_f)
-    return value_and_grad_f
+    return describe(value_and_grad_f, "value_and_grad", f, argnums, has_aux, holomorphic)
 
 
 def _value_and_grad(f, args, kwargs, argnums, has_aux, holomorphic):
     """``value_and_grad(f)(*args, **kwargs)``: record, check the output, one sweep."""
-    tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
-        f, args, kwargs, argnums, "grad", holomorphic)
+    prog = Program.record(f, args, kwargs, argnums, "grad", holomorphic)
+    tape, out = prog.tape, prog.out
     if holomorphic:
-        _check_kinds("grad", True, [x for leaves in in_leaves for x in leaves])
+        _check_kinds("grad", True, [x for leaves in prog.in_leaves for x in leaves])
     if has_aux:
         out, aux = _split_aux(out, "grad")
     if holomorphic or not (type(out) is Tracer and type(out.primal) is float):
@@ -99,7 +99,7 @@ def _value_and_grad(f, args, kwargs, argnums, has_aux, holomorphic):
         outputs, seeds = [out.idx], [1.0 if not holomorphic else 1.0 + 0j]
     else:
         outputs, seeds = [], []
-    g = _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, single)
+    g = prog.gradients(outputs, seeds)
     value = _plain(_unbox_out(out, tape))
     if has_aux:
         return (value, _concrete_tree(aux, tape)), g
@@ -155,8 +155,7 @@ def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             (_, aux), g = vg(*args, **kwargs)
             return g, aux
         return vg(*args, **kwargs)[1]
-    grad_f._tapead_grad = (f, argnums, has_aux, holomorphic, "grad", grad_f)  # for ta.jit
-    return grad_f
+    return describe(grad_f, "grad", f, argnums, has_aux, holomorphic)
 
 
 @_pooled
@@ -190,8 +189,8 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     >>> print(out, pullback(np.array([1.0, 0.0, 1.0])))
     [1. 4. 9.] (array([2., 0., 6.]),)
     """
-    tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
-        f, primals, {}, tuple(range(len(primals))), "vjp", True)
+    prog = Program.record(f, primals, {}, tuple(range(len(primals))), "vjp", True)
+    tape, out = prog.tape, prog.out
     if has_aux:
         out, aux = _split_aux(out, "vjp")
         aux = _concrete_tree(aux, tape)
@@ -214,7 +213,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
                 outputs.append(x.idx)
                 seeds.append(float(c) if np.ndim(c) == 0 and isinstance(
                     c, (float, int, np.float64)) else c)
-        return _grads(tape, outputs, seeds, in_leaves, in_trees, in_ids, False)
+        return prog.gradients(outputs, seeds)
 
     out_val = tree_unflatten(out_tree, values)
     if has_aux:
@@ -357,8 +356,9 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
     @functools.wraps(f)
     def jac_f(*args, **kwargs):
         with _core.pooled():      # the intermediates reuse the last call's memory
-            tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
-                f, args, kwargs, argnums, "jacfwd", holomorphic)
+            prog = Program.record(f, args, kwargs, argnums, "jacfwd", holomorphic)
+            tape, out, in_leaves, in_trees, in_ids, single = (
+                prog.tape, prog.out, prog.in_leaves, prog.in_trees, prog.in_ids, prog.single)
             if has_aux:
                 out, aux = _split_aux(out, "jacfwd")
                 aux = _concrete_tree(aux, tape)
@@ -399,8 +399,7 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
                 jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
             jac = tree_unflatten(out_tree, jac_leaves)
             return (jac, aux) if has_aux else jac
-    jac_f._tapead_jac = (f, argnums, has_aux, holomorphic, "jacfwd", jac_f)   # for ta.vmap
-    return jac_f
+    return describe(jac_f, "jacfwd", f, argnums, has_aux, holomorphic)
 
 
 def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
@@ -439,8 +438,9 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
     @functools.wraps(f)
     def jac_f(*args, **kwargs):
         with _core.pooled():      # the intermediates reuse the last call's memory
-            tape, out, nums, single, in_leaves, in_trees, in_ids = _record(
-                f, args, kwargs, argnums, "jacrev", holomorphic)
+            prog = Program.record(f, args, kwargs, argnums, "jacrev", holomorphic)
+            tape, out, in_leaves, in_trees, in_ids, single = (
+                prog.tape, prog.out, prog.in_leaves, prog.in_trees, prog.in_ids, prog.single)
             if has_aux:
                 out, aux = _split_aux(out, "jacrev")
                 aux = _concrete_tree(aux, tape)
@@ -480,8 +480,7 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
                 jac_leaves.append(_per_argument(blocks, in_leaves, in_trees, single))
             jac = tree_unflatten(out_tree, jac_leaves)
             return (jac, aux) if has_aux else jac
-    jac_f._tapead_jac = (f, argnums, has_aux, holomorphic, "jacrev", jac_f)   # for ta.vmap
-    return jac_f
+    return describe(jac_f, "jacrev", f, argnums, has_aux, holomorphic)
 
 
 def hessian(f: Callable, argnums: ArgNums = 0, holomorphic: bool = False) -> Callable:
@@ -547,6 +546,3 @@ def hvp(f: Callable, primals: Sequence, tangents: Sequence):
     argnums = 0 if len(primals) == 1 else tuple(range(len(primals)))
     return jvp(grad(f, argnums), primals, tangents)[1]
 
-
-# ``record``/``Recording`` live in tapead.recording; these names stay importable here
-from tapead.recording import Recording, record  # noqa: E402,F401

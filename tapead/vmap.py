@@ -31,6 +31,7 @@ from tapead._prims import batching
 from tapead._prims.indexing import getitem
 from tapead._prims.shape import broadcast_to, concatenate, moveaxis, stack
 from tapead._tree import LEAF, TreeDef, tree_flatten, tree_unflatten
+from tapead.program import derivative_of
 from tapead.vmap_axes import (arg_names as _arg_names, broadcast_prefix as _broadcast_prefix,
                                check_axis as _check_axis,
                                is_array_like as _is_array_like, is_axis_leaf as _is_axis_leaf)
@@ -196,7 +197,7 @@ class _Mapped:
         return self._join(groups, n, placer)
 
     def _rewritten(self, rewrite, f, args, in_axes, leaves, axes, in_td, n, chunk):
-        """vmap of a tagged transform (``grad``, ``jacfwd``...): the transform of
+        """vmap of a derivative transform (``grad``, ``jacfwd``...): the transform of
         a vmap, whose output has the lanes in front; chunk by chunk."""
         starts = [0] if chunk is None or chunk >= n else list(range(0, n, chunk))
         parts = []
@@ -587,20 +588,17 @@ class _Placer:
         return None
 
 
-#: kind -> rewrite(f, args, in_axes, n) of a tagged transform under vmap,
+#: kind -> rewrite(f, args, in_axes, n) of a derivative transform under vmap,
 #: registered by tapead.vmap_transforms (a higher layer: it knows grad and
 #: jacfwd); returns the output with the lanes in front, or NotImplemented
 REWRITES: dict = {}
 
 
 def _rewrite_of(f):
-    """The rewrite of ``f`` when ``f`` is the function a transform returned (its
-    tag names it: functools.wraps copies the tag of a function it wraps)."""
-    for name in ("_tapead_jac", "_tapead_grad"):
-        tag = getattr(f, name, None)
-        if tag is not None and tag[5] is f:
-            return REWRITES.get(tag[4])
-    return None
+    """The rewrite of ``f`` when ``f`` is the function a derivative transform
+    returned (its ``derivative`` attribute says which)."""
+    d = derivative_of(f)
+    return REWRITES.get(d.kind) if d is not None else None
 
 
 def vmap_stats(reset: bool = False) -> dict:

@@ -2,7 +2,7 @@
 
 A transform started inside vmap's batch trace would record the stacked
 lanes on its own tape, which it cannot do; instead ``vmap`` of one of these
-(recognised by the tag the transform puts on the function it returns) is
+(recognised by the ``derivative`` attribute of the function it returns) is
 rewritten as the transform of a vmap, so the lanes run batched:
 
 * ``vmap(grad(f))`` is the gradient of ``sum(vmap(f))`` with respect to
@@ -99,7 +99,7 @@ def _of_differentiated(mapped, args, nums):
 
 
 def _grad_rewrite(f, args, in_axes, n):
-    fun, argnums, has_aux, holomorphic, kind, _ = f._tapead_grad
+    kind, fun, argnums, has_aux, holomorphic, _ = f.derivative
     nums = _nums(argnums, len(args))
     if holomorphic or nums is None or not any(
             isinstance(x, Box) for x in tree_flatten(args)[0]):
@@ -137,7 +137,7 @@ class _NotScalar(Exception):
 
 
 def _jac_rewrite(f, args, in_axes, n):
-    fun, argnums, has_aux, holomorphic, kind, _ = f._tapead_jac
+    kind, fun, argnums, has_aux, holomorphic, _ = f.derivative
     nums = _nums(argnums, len(args))
     if holomorphic or nums is None:
         return NotImplemented

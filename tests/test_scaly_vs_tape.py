@@ -22,7 +22,13 @@ import tapead.scaly as sc
 from tapead import _core
 from tapead._prims.base import Primitive
 from tapead.scaly.expr import OPS, apply
-from tapead.boxing import record_call as _record
+from tapead.program import Program
+
+
+def _record(*args):
+    """(tape, output) of a recording, as the transforms make it."""
+    prog = Program.record(*args)
+    return prog.tape, prog.out
 
 #: ops without a tape counterpart: leaves, and calls of other Functions
 NO_COUNTERPART = {"const", "input", "call", "vmap"}

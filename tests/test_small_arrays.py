@@ -509,14 +509,15 @@ def test_random_programs_agree_with_the_generic_path_jax_and_fd(prog, x):
     np.testing.assert_allclose(g, fd_grad(f, x), rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(ta.jacfwd(f)(x), g0, rtol=1e-14, atol=1e-14)
     np.testing.assert_allclose(ta.hessian(f)(x), fd_hessian(f, x), rtol=1e-5, atol=1e-6)
-    # the recording replayed at other inputs: what a fresh recording gives, bit for bit
+    # the recording replayed at other inputs: what a fresh recording gives
     jf = ta.jit(ta.value_and_grad(f))
     jf(x)
     for x2 in (x[::-1] * 0.9 + 0.05, np.cos(x)):
         v2, g2 = jf(x2)
         v2_ref, g2_ref = ta.value_and_grad(f)(x2)
-        assert v2 == v2_ref
-        np.testing.assert_array_equal(g2, g2_ref)
+        np.testing.assert_allclose(v2, v2_ref, rtol=1e-15, atol=1e-16)
+        # the recorded sweep runs the rules' array forms (the eager one C kernels)
+        np.testing.assert_allclose(g2, g2_ref, rtol=1e-14, atol=1e-15)
     assert jf.cache_info().hits == 2
     try:
         import jax

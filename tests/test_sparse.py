@@ -13,7 +13,13 @@ from tapead import _patterns
 from tapead._prims.indexing import index_update
 from tapead.optimize import minimize
 from tapead.sparse import hessian_sparsity, tape_sparsity
-from tapead.boxing import record_call as _record
+from tapead.program import Program
+
+
+def _record(*args):
+    """(tape, output) of a recording, as the transforms make it."""
+    prog = Program.record(*args)
+    return prog.tape, prog.out
 
 RNG = np.random.default_rng(20240611)
 P_ARROW = 1.3

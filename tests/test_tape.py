@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import tapead as ta
+from tapead.program import Program
 import tapead.numpy as tnp
 from tapead import _core
 from tapead._core import Tape
@@ -43,7 +44,9 @@ def test_33_nodes_with_2_to_30_paths_take_33_steps():
     assert rec.n_nodes == 33
     value, (gx, gy) = rec.value_and_grad(1.0, 1.0)
     assert value == 2.0 ** 30 and gx == 2.0 ** 30 and gy == 2.0 ** 30
-    assert rec.tape.last_sweep_steps == 33     # every node visited once
+    prog = Program.record(doubling, (1.0, 1.0), {}, (0, 1), "t")
+    assert prog.gradients([prog.out.idx], [1.0]) == (2.0 ** 30, 2.0 ** 30)
+    assert prog.tape.last_sweep_steps == 33     # every node visited once
 
 
 def test_scalar_node_layout_is_36_bytes():
@@ -105,7 +108,10 @@ def test_replay_at_new_inputs_without_python():
         return x * tnp.exp(y) - tnp.sqrt(x)
     rec = ta.record(f, 2.0, 0.5)
     v, (gx, gy) = rec.value_and_grad(3.0, -0.25)
-    assert calls == [1]
+    assert calls == [1, 1]         # recorded twice (value, gradient), then only replayed
+    rec(1.0, 2.0)
+    rec.value_and_grad(1.5, 0.5)
+    assert calls == [1, 1]
     assert v == pytest.approx(3.0 * np.exp(-0.25) - np.sqrt(3.0), rel=1e-15)
     assert gx == pytest.approx(np.exp(-0.25) - 0.5 / np.sqrt(3.0), rel=1e-15)
     assert gy == pytest.approx(3.0 * np.exp(-0.25), rel=1e-15)
@@ -233,10 +239,11 @@ def test_forward_sweep_visits_only_what_the_outputs_depend_on(monkeypatch):
     # only as the hint of cos_given_sin (nondiff_args), so a forward sweep of
     # the gradient never needs sin's tangent
     from tapead._prims.elementwise import sin as tsin
-    from tapead.boxing import record_call as _record
+    from tapead.program import Program
     f = lambda x: tnp.sum(tnp.sin(x) * 2.0)            # noqa: E731
     x = np.linspace(0.1, 1.0, 5)
-    tape, out, *_ = _record(ta.grad(f), (x,), {}, 0, "t")
+    prog = Program.record(ta.grad(f), (x,), {}, 0, "t")
+    tape, out = prog.tape, prog.out
 
     def refuse(*args, **kwargs):
         raise AssertionError("the sweep visited a node the output does not need")

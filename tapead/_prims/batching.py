@@ -29,7 +29,7 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Batched, Box, bind, ndim_of, shape_of
-from tapead._prims.base import PER_LANE, VMAP_ELEMENTWISE
+from tapead._prims.base import PER_LANE, VMAP_ELEMENTWISE, Primitive, defzero
 from tapead.errors import BatchConcreteRead, VmapFallbackError
 
 #: counters since the last ``reset_stats`` (see ``ta.vmap_stats``)
@@ -259,6 +259,51 @@ def batched_in(*xs):
     return top
 
 
+# ---------------------------------------------------------------------------
+# constants computed from values while a tape that will be replayed records
+# ---------------------------------------------------------------------------
+#
+# A rule or a composition that computes a constant from a traced value (the
+# sign in abs's derivative, the mask of relu, a count of zeros) reads the
+# number inside the box.  On a tape that ``ta.jit`` replays at new inputs such
+# a number would be frozen at the recorded point.  So, while such a tape
+# records the value (``_core.is_recorded``), the helpers below either record
+# the computation as a node without derivative (``computed``: a replay runs
+# ``fn`` again on the new values) or, for a number Python branches on, record
+# a guard (a replay checks it and re-records when it changed).
+
+def _computed_impl(*xs, fn):
+    return fn(*xs)
+
+
+computed_p = Primitive("computed", _computed_impl, saves=())
+computed_p.defvjp_any(lambda k, g, ans, *xs, fn: None)
+computed_p.defjvp_any(lambda k, t, ans, *xs, fn: None)
+computed_p.complex_ok = True
+defzero(computed_p)
+computed_p.defvmap(PER_LANE)
+
+
+def computed(fn, *xs):
+    """``fn`` (numpy, no derivative) of the values of ``xs``, recorded as a node:
+    a box on the innermost tape among ``xs``; each replay recomputes it."""
+    return bind(computed_p, *xs, fn=fn)
+
+
+def _concrete_of(fn):
+    return lambda *v: fn(*[_core.concrete(a) for a in v])
+
+
+def guarded_result(fn, x, what: str):
+    """``fn`` (numpy) of the value of ``x`` as a plain number or array, guarded
+    on every tape that records ``x`` when one of them will be replayed (a
+    replay checks that it comes out the same)."""
+    res = fn(_core.concrete(x))
+    if _core.is_recorded(x):
+        _core.guard_value(x, lambda v: fn(_core.concrete(v)), res, what)
+    return res
+
+
 def lanes_apply(fn, x):
     """``fn`` of one lane's value, for every lane of ``x``: a constant (no
     derivative) that is itself batched, for code that computes a constant
@@ -266,12 +311,20 @@ def lanes_apply(fn, x):
     not batched; a ``BatchConcreteRead`` (vmap runs the function per lane)
     when it is batched by two nested vmaps."""
     if type(x) is not Batched:
+        if _core.is_recorded(x):
+            return computed(_concrete_of(fn), x)
         return fn(_core.concrete(x))
     v = x.val
     if batched_in(v) is not None:
         raise _core_read(x.btrace, "a value under nested vmaps")
-    lanes = np.moveaxis(np.asarray(_core.concrete(v)), x.bdim, 0)
-    return x.btrace.box(np.stack([np.asarray(fn(lane)) for lane in lanes]), 0)
+    bdim = x.bdim
+
+    def per_lane(v):
+        lanes = np.moveaxis(np.asarray(_core.concrete(v)), bdim, 0)
+        return np.stack([np.asarray(fn(lane)) for lane in lanes])
+    if _core.is_recorded(v):
+        return x.btrace.box(computed(per_lane, v), 0)
+    return x.btrace.box(per_lane(v), 0)
 
 
 def elementwise_values(fn, *xs):
@@ -280,14 +333,19 @@ def elementwise_values(fn, *xs):
     own), for rules that decide per element from values (a kink's side)."""
     trace = batched_in(*xs)
     if trace is None:
+        if _core.any_recorded(*xs):
+            return computed(_concrete_of(fn), *xs)
         return fn(*[_core.concrete(x) for x in xs])
     bdims = [x.bdim if type(x) is Batched and x.btrace is trace else None for x in xs]
     vals = [x.val if d is not None else x for x, d in zip(xs, bdims)]
     if batched_in(*vals) is not None:
         raise _core_read(trace, "values under nested vmaps")
     rank = max(lane_ndim(v, d) for v, d in zip(vals, bdims))
-    plain = [_core.concrete(v) if d is None else np.asarray(_core.concrete(padded(v, d, rank)))
-             for v, d in zip(vals, bdims)]
+    lanes = [v if d is None else padded(v, d, rank) for v, d in zip(vals, bdims)]
+    if _core.any_recorded(*lanes):
+        return trace.box(computed(lambda *v: np.asarray(_concrete_of(fn)(*v)), *lanes), 0)
+    plain = [_core.concrete(v) if d is None else np.asarray(_core.concrete(v))
+             for v, d in zip(lanes, bdims)]
     return trace.box(np.asarray(fn(*plain)), 0)
 
 
@@ -301,6 +359,8 @@ def value_ufunc(ufunc, inputs, kwargs):
     vals = [a.val if d is not None else a for a, d in zip(inputs, bdims)]
     rank = max(lane_ndim(a, d) for a, d in zip(vals, bdims))
     new = [a if d is None else padded(a, d, rank) for a, d in zip(vals, bdims)]
+    if _core.any_recorded(*new):
+        return trace.box(computed(lambda *v: ufunc(*v, **kwargs), *new), 0)
     out = ufunc(*[_core.concrete(a) if type(a) is not Batched else a for a in new], **kwargs)
     return trace.box(out, 0)
 
@@ -374,12 +434,16 @@ def reduce_values(npfunc, x, axis=None, keepdims=False):
     :func:`guarded_values`, batched when ``x`` is: each lane reduced along
     its own axes."""
     if type(x) is not Batched:
-        return npfunc(_core.concrete(x), axis=axis, keepdims=keepdims)
+        return guarded_result(lambda v: npfunc(v, axis=axis, keepdims=keepdims), x,
+                              f"np.{getattr(npfunc, '__name__', 'reduction')} of a value")
     if batched_in(x.val) is not None:
         raise _core_read(x.btrace, "a value under nested vmaps")
-    v = np.moveaxis(np.asarray(_core.concrete(x.val)), x.bdim, 0)
-    out = npfunc(v, axis=shift_axis(axis, v.ndim - 1), keepdims=keepdims)
-    return x.btrace.box(np.asarray(out), 0)
+    bdim = x.bdim
+
+    def lanes(val):
+        v = np.moveaxis(np.asarray(val), bdim, 0)
+        return np.asarray(npfunc(v, axis=shift_axis(axis, v.ndim - 1), keepdims=keepdims))
+    return x.btrace.box(guarded_result(lanes, x.val, "a reduction of the lanes' values"), 0)
 
 
 def value_of(x):
@@ -388,13 +452,23 @@ def value_of(x):
     values); a ``BatchConcreteRead`` under nested vmaps."""
     trace = batched_in(x)
     if trace is None:
+        if _core.is_recorded(x):
+            return computed(_copy_value, x)
         return _core.concrete(x)
     b = batched_below(x, trace)
     if b is None or batched_in(b.val) is not None:
         raise _core_read(trace, "a value under nested vmaps")
     if type(b.val) is np.ndarray:
         return b
+    if _core.is_recorded(b.val):
+        return trace.box(computed(_copy_value, b.val), b.bdim)
     return trace.box(np.asarray(_core.concrete(b.val)), b.bdim)
+
+
+def _copy_value(v):
+    """The value of a box as a new plain array (or number)."""
+    v = _core.concrete(v)
+    return np.array(v) if isinstance(v, np.ndarray) else v
 
 
 def any_value(fn, *xs) -> object:
@@ -404,6 +478,9 @@ def any_value(fn, *xs) -> object:
     agree cost nothing, lanes that disagree split the batch)."""
     trace = batched_in(*xs)
     if trace is None:
+        if _core.any_recorded(*xs):
+            hit = computed(lambda *v: np.asarray(np.any(_concrete_of(fn)(*v))), *xs)
+            return bool(guarded_result(bool, hit, "a check of the values"))
         return bool(np.any(fn(*[_core.concrete(x) for x in xs])))
     return reduce_values(np.any, elementwise_values(fn, *[value_of(x) for x in xs]))
 
@@ -451,6 +528,9 @@ def stacked_values(*xs):
     lanes in front (shared ones broadcast to every lane), so a lane axis
     ``k`` is axis ``k + 1``; box the result with ``trace.box(result, 0)``."""
     trace = batched_in(*xs)
+    for x in xs:
+        if _core.is_recorded(x):        # a replay must see the very same values
+            guarded_result(lambda v: np.array(v), x, "a value a derivative rule read")
     if trace is None:
         return None, [np.asarray(_core.concrete(x)) for x in xs]
     out = []
@@ -472,6 +552,8 @@ def lanes_constant(fn, x):
     or a composition running under a tape recorded inside vmap)."""
     trace = batched_in(x)
     if trace is None:
+        if _core.is_recorded(x):
+            return computed(_concrete_of(fn), x)
         return fn(_core.concrete(x))
     b = batched_below(x, trace)
     if b is None:

@@ -309,10 +309,11 @@ hypot = _binary("hypot", np.hypot, lambda x, y, a: x / a, lambda x, y, a: y / a,
 where_p = Primitive("where", np.where, saves=(0,), elementwise=True)
 # the branch not taken gets 0, not 0 * g: an inf or nan there (d/dx x**(y-1) at
 # x = 0 under pow's y == 0 convention) must not leak through as 0 * inf = nan
-where_p.defvjp(None,
+# (a traced condition -- a mask recorded for ta.jit's replays -- has no derivative)
+where_p.defvjp(lambda g, ans, c, x, y: None,
                lambda g, ans, c, x, y: unbroadcast(x, where(c, g, 0.0)),
                lambda g, ans, c, x, y: unbroadcast(y, where(c, 0.0, g)))
-where_p.defjvp(None,
+where_p.defjvp(lambda t, ans, c, x, y: None,
                lambda t, ans, c, x, y: where(c, t, 0.0),
                lambda t, ans, c, x, y: where(c, 0.0, t))
 where_p.defbatched(BROADCAST)

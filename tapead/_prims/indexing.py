@@ -131,10 +131,15 @@ def add_scatters(items):
     flat, values = [], []
     for s in items:
         pos = where[s.idx]
-        flat.append(np.ravel(pos))
+        flat.append(pos)
         g = s.g if np.shape(s.g) == np.shape(pos) else broadcast_to(s.g, np.shape(pos))
-        values.append(reshape(g, (-1,)))
-    total = index_add_zeros(concatenate(values), np.concatenate(flat), (size,), dtype)
+        values.append(g)
+    if all(np.ndim(p) == 0 for p in flat):      # elements x[i]: one stack of the scalars
+        joined, at = stack(values), np.asarray(flat, dtype=np.intp)
+    else:
+        joined = concatenate([reshape(g, (-1,)) for g in values])
+        at = np.concatenate([np.ravel(p) for p in flat])
+    total = index_add_zeros(joined, at, (size,), dtype)
     return reshape(total, shape)
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.special as sps
 
 from tapead._core import Box, bind, concrete, is_complex, shape_of
-from tapead import patterns
+from tapead import _core, patterns
 from tapead._prims import batching
 from tapead._prims.base import Primitive
 from tapead._prims.construct import _contains_box, array
@@ -109,15 +109,22 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
 def _tie_weights(x, ans, axis, keepdims):
     """Constant weights: 1/k on each of the k elements equal to the extremum
     (batched under vmap: the lanes in front, the axes one further)."""
+    dtype = _float_dtype(x)
+
+    def weights(xc, ac, lead):
+        xc, ac = np.asarray(concrete(xc)), np.asarray(concrete(ac))
+        axes = tuple(a + lead for a in _norm_axis(axis, xc.ndim - lead))
+        if not keepdims:
+            ac = np.expand_dims(ac, axes)
+        hit = xc == ac
+        count = np.maximum(np.sum(hit, axis=axes, keepdims=True), 1)
+        return np.asarray(hit / count, dtype=dtype)
+    if batching.batched_in(x, ans) is None and _core.any_recorded(x, ans):
+        # a tape that will be replayed: the ties are found again on each replay
+        return batching.computed(lambda xc, ac: weights(xc, ac, 0), x, ans)
     trace, (xc, ac) = batching.stacked_values(x, ans)
     lead = trace is not None
-    axes = _norm_axis(axis, xc.ndim - lead)
-    axes = tuple(a + lead for a in axes)
-    if not keepdims:
-        ac = np.expand_dims(ac, axes)
-    hit = xc == ac
-    count = np.maximum(np.sum(hit, axis=axes, keepdims=True), 1)
-    w = _as_const(hit / count, x)
+    w = weights(xc, ac, int(lead))
     return trace.box(w, 0) if lead else w
 
 
@@ -325,7 +332,7 @@ def _cumprod_batched(tans, ans, vals, params, K):
     """The K directions of ``_cumprod_jvp`` at once: its axis moves one place
     right, behind the direction axis; the zero-safe Jacobian is built once."""
     t, x, axis = tans[0], vals[0], params["axis"]
-    if not (np.asarray(concrete(x)) == 0).any():
+    if not _has_zero(x):
         return ans * cumsum(t / x, axis + 1)
     jac, _ = _cumprod_jacobian(x, axis)               # (rest..., n, n)
     tm, perm = _to_last(t, (axis + 1,))               # (K, rest..., n)
@@ -401,7 +408,7 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     s = sum(e, axis=axes, keepdims=True)
     sign = None
     if return_sign:
-        sign = np.sign(np.asarray(concrete(s)))
+        sign = batching.elementwise_values(np.sign, s)      # recorded under ta.jit
         s = absolute(s)
     out = log(s) + m
     if not keepdims:

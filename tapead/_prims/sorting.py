@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Batched, Box, bind, concrete, guard_value
+from tapead._core import Batched, Box, bind, concrete, guard_value, is_recorded
 from tapead import patterns
-from tapead._prims.base import Primitive
+from tapead._prims.base import PER_DIRECTION, PER_LANE, Primitive
 from tapead._prims import batching
 from tapead._prims.shape import reshape
 from tapead.errors import BatchConcreteRead
@@ -30,6 +30,8 @@ def _inverse(perm, axis):
     batched one)."""
     if type(perm) is Batched:
         return perm.btrace.box(np.argsort(batching.lane_indices(perm), axis=axis + 1), 0)
+    if isinstance(perm, Box):        # recorded (a replayed tape): inverted on each replay
+        return batching.computed(lambda p: np.argsort(concrete(p), axis=axis), perm)
     return np.argsort(perm, axis=axis)
 
 
@@ -56,10 +58,27 @@ def _permute_lanes(x, perm, axis):
 permute_p.defsparsity(patterns.MOVE)         # perm is a constant parameter
 
 
+# permute_by: the same with the permutation an argument, a value computed on a
+# tape that will be replayed (so each replay permutes by the new values' order)
+permute_by_p = Primitive("permute_by", lambda x, perm, axis: np.take_along_axis(
+    x, perm, axis=axis), saves=(1,))
+permute_by_p.defvjp(lambda g, ans, x, perm, axis: permute(g, _inverse(perm, axis), axis),
+                    lambda g, ans, x, perm, axis: None)      # an index: no derivative
+permute_by_p.defjvp(lambda t, ans, x, perm, axis: permute(t, perm, axis),
+                    lambda t, ans, x, perm, axis: None)
+permute_by_p.nondiff_args = frozenset({1})
+permute_by_p.defbatched(PER_DIRECTION)
+permute_by_p.defvmap(PER_LANE)
+permute_by_p.defsparsity(patterns.ALONG_AXIS, reason="the permutation is a value: any "
+                         "element of the line may land anywhere")
+
+
 def permute(x, perm, axis):
     """``np.take_along_axis(x, perm, axis)`` for a permutation ``perm``, differentiable."""
     if type(perm) is Batched:
         return _permute_batched(x, perm, axis)
+    if isinstance(perm, Box):
+        return bind(permute_by_p, x, perm, axis=axis)
     if isinstance(x, Box):
         return bind(permute_p, x, perm=perm, axis=axis)
     return np.take_along_axis(x, perm, axis=axis)
@@ -86,6 +105,11 @@ def _permute_batched(x, perm, axis):
 def _perm(x, axis):
     """The stable sorting permutation of ``x``'s value along ``axis`` (batched
     under vmap: every lane's, by one argsort of the stacked lanes)."""
+    if batching.batched_in(x) is None:
+        def of(v):
+            return np.argsort(np.asarray(concrete(v)), axis=axis, kind="stable")
+        # on a tape that will be replayed, a node: each replay sorts the new values
+        return batching.computed(of, x) if is_recorded(x) else of(x)
     v = batching.value_of(x)
     if type(v) is Batched:
         return v.btrace.box(np.argsort(batching.to_front(v.val, v.bdim), axis=axis + 1,
@@ -96,8 +120,17 @@ def _perm(x, axis):
 sort_p = Primitive("sort", lambda x, axis: np.sort(x, axis=axis, kind="stable"), saves=(0,))
 sort_p.defvjp(lambda g, ans, x, axis: permute(g, _inverse(_perm(x, axis), axis), axis))
 sort_p.defjvp(lambda t, ans, x, axis: permute(t, _perm(x, axis), axis))
-sort_p.defbatched(lambda tans, ans, vals, params, K: np.take_along_axis(
-    tans[0], _perm(vals[0], params["axis"])[None], axis=params["axis"] + 1))
+def _sort_batched(tans, ans, vals, params, K):
+    axis = params["axis"]
+    perm = _perm(vals[0], axis)
+    if isinstance(perm, Box):           # recorded for a replay: broadcast on each replay
+        shape = np.shape(tans[0])
+        perm = batching.computed(lambda p: np.broadcast_to(concrete(p)[None], shape), perm)
+        return permute(tans[0], perm, axis + 1)
+    return np.take_along_axis(tans[0], perm[None], axis=axis + 1)
+
+
+sort_p.defbatched(_sort_batched)
 sort_p.defvmap(batching.axis_rule(sort_p))
 sort_p.defsparsity(patterns.ALONG_AXIS, reason="which element lands where moves with the "
                   "values: structurally the whole line along the axis")

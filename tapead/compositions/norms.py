@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tapead._core import Box, concrete
+from tapead._core import Box
+from tapead._prims import batching
 from tapead._prims.elementwise import absolute, sqrt
 from tapead._prims.linalg_svd import svdvals
 from tapead._prims.reductions import _abs2, _as_const, _pack, max, min, sum
@@ -63,7 +64,8 @@ def norm(x, ord=None, axis=None, keepdims=False):
         elif ord == -np.inf:
             out = min(absolute(x), axis=axes)
         elif ord == 0:
-            out = _as_const(np.sum(np.asarray(concrete(x)) != 0, axis=axes), x)
+            nonzero = batching.elementwise_values(lambda v: np.asarray(v) != 0, x)
+            out = _as_const(batching.reduce_values(np.sum, nonzero, axis=axes), x)
         elif ord == 1:
             out = sum(absolute(x), axis=axes)
         elif isinstance(ord, str):

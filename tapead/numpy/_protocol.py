@@ -59,6 +59,8 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
         batched = batching.value_ufunc(ufunc, inputs, kwargs)
         if batched is not None:
             return batched
+        if _core.any_recorded(*inputs):     # a replay checks the result is unchanged
+            return misc._decided(ufunc, inputs, kwargs, f"np.{ufunc.__name__} of a value")
         return ufunc(*[concrete(x) for x in inputs], **kwargs)
     raise _no_rule(f"{_ufunc_name(ufunc)} (method {method!r})")
 
