@@ -24,6 +24,7 @@ from tapead.transforms import (grad, value_and_grad, jvp, vjp, jacfwd, jacrev,  
 from tapead.vmap import vmap, vmap_stats  # noqa: F401
 from tapead import vmap_transforms  # noqa: F401  (vmap of grad, jacfwd... run batched)
 from tapead.jit import jit, record, Recording  # noqa: F401
+from tapead import integrate, scipy  # noqa: F401
 from tapead.sparse import jacobian_sparsity, sparse_jacobian, sparse_hessian  # noqa: F401
 
 __version__ = "0.1.0"

@@ -19,6 +19,7 @@ differentiate: tapead finds the traced values held in ``f``'s closure cells
 """
 from __future__ import annotations
 
+import contextlib
 import types
 from typing import Any, Callable
 
@@ -218,10 +219,11 @@ def _sub(a, b):
 # custom_root
 # ---------------------------------------------------------------------------
 
-def _closure_inputs(f):
+def closure_inputs(f):
     """Traced values held in ``f``'s closure cells (and in those of the
     functions held there): ``(cells, theta)``; ``cells`` lists
-    ``(cell, treedef, leaves, positions)`` to swap values in and out."""
+    ``(cell, treedef, leaves, positions)`` to swap values in and out
+    (:func:`swapped_closure`).  Also used by ``tapead.integrate``."""
     cells, theta, seen = [], [], set()
     stack = [f]
     while stack:
@@ -246,23 +248,32 @@ def _closure_inputs(f):
     return cells, theta
 
 
+@contextlib.contextmanager
+def swapped_closure(cells, theta):
+    """Put ``theta`` (one value per traced leaf found by :func:`closure_inputs`)
+    in the closure cells while the block runs; the cells' contents are
+    restored afterwards, whatever happens."""
+    saved = [c.cell_contents for c, _, _, _ in cells]
+    pos = 0
+    try:
+        for cell, tree, leaves, where in cells:
+            new = list(leaves)
+            for k in where:
+                new[k] = theta[pos]
+                pos += 1
+            cell.cell_contents = tree_unflatten(tree, new)
+        yield
+    finally:
+        for (cell, _, _, _), v in zip(cells, saved):
+            cell.cell_contents = v
+
+
 def _with_cells(f, cells):
     """``f`` as a function of ``(x, *theta)``: each call puts ``theta`` in the
     closure cells for its duration."""
     def explicit(x, *theta):
-        saved = [c.cell_contents for c, _, _, _ in cells]
-        pos = 0
-        try:
-            for cell, tree, leaves, where in cells:
-                new = list(leaves)
-                for k in where:
-                    new[k] = theta[pos]
-                    pos += 1
-                cell.cell_contents = tree_unflatten(tree, new)
+        with swapped_closure(cells, theta):
             return f(x)
-        finally:
-            for (cell, _, _, _), v in zip(cells, saved):
-                cell.cell_contents = v
     return explicit
 
 
@@ -309,7 +320,7 @@ def custom_root(f: Callable, initial_guess: Any, solve: Callable,
         if not callable(fun):
             raise TypeError(f"custom_root: {name} must be callable, got "
                             f"{type(fun).__name__}")
-    cells, theta = _closure_inputs(f)
+    cells, theta = closure_inputs(f)
     explicit = _with_cells(f, cells)
     x_leaves, x_tree = tree_flatten(initial_guess)
     guess = tree_unflatten(x_tree, [_core.concrete(v) for v in x_leaves])

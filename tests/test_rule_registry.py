@@ -2,7 +2,7 @@
 sparsity rules, and the propagated sparsity patterns are exact where they can be.
 
 * every ``Primitive`` reachable from tapead's modules (``_prims`` families,
-  nn, the Scaly lowering, the loop and custom-rule primitives) declares a
+  nn, the Scaly lowering, the loop, custom-rule and ODE-solve primitives) declares a
   batched JVP (a rule or ``PER_DIRECTION``/``BROADCAST``) and a sparsity rule
   (``patterns.DENSE`` only with a reason);
 * over the op-spec table, the propagated pattern contains the numerical
@@ -46,6 +46,7 @@ def _modules():
     import tapead.control
     import tapead.custom
     import tapead.implicit
+    import tapead.integrate.rules
     import tapead.loops
     import tapead.nn
     import tapead.scaly.lower
@@ -53,6 +54,7 @@ def _modules():
     mods = [importlib.import_module("tapead._prims." + m.name)
             for m in pkgutil.iter_modules(prims.__path__)]
     return mods + [tapead.loops, tapead.control, tapead.implicit, tapead.custom, tapead.nn,
+                   tapead.integrate.rules,
                    tapead.scaly.lower,
                    tapead.scaly.ops]
 

@@ -1,5 +1,6 @@
 """scipy's names, differentiable: ``import tapead.scipy.special as tsp``,
-``import tapead.scipy.linalg as tsl``, ``import tapead.scipy.stats as tst``."""
-from tapead.scipy import linalg, special, stats  # noqa: F401
+``import tapead.scipy.linalg as tsl``, ``import tapead.scipy.stats as tst``,
+``from tapead.scipy.integrate import odeint``."""
+from tapead.scipy import integrate, linalg, special, stats  # noqa: F401
 
-__all__ = ["linalg", "special", "stats"]
+__all__ = ["integrate", "linalg", "special", "stats"]
