@@ -483,6 +483,12 @@ def searchsorted(a, v, side="left", sorter=None):
                     "a searchsorted")
 
 
+def digitize(x, bins, right=False):
+    """``np.digitize`` of the values: plain integers (no derivative), guarded
+    like ``searchsorted``."""
+    return _decided(np.digitize, (x, bins), dict(right=right), "a digitize")
+
+
 UFUNCS.update({np.radians: deg2rad, np.degrees: rad2deg,
                np.isfinite: isfinite, np.isnan: isnan, np.isinf: isinf,
                np.signbit: signbit})
@@ -495,7 +501,7 @@ NUMPY_FUNCTIONS = {
     np.cross: cross, np.polyval: polyval, np.interp: interp,
     np.meshgrid: meshgrid, np.convolve: convolve,
     np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal,
-    np.array_equiv: array_equiv, np.searchsorted: searchsorted,
+    np.array_equiv: array_equiv, np.searchsorted: searchsorted, np.digitize: digitize,
 }
 #: methods of traced arrays : name -> function(x, *args, **kw)
 TRACER_METHODS = {"searchsorted": searchsorted}
@@ -506,4 +512,4 @@ __all__ = ["floor", "ceil", "rint", "trunc", "fix", "round", "around", "heavisid
            "degrees", "sinc", "diff", "average", "linspace", "cross", "polyval", "interp",
            "meshgrid", "convolve",
            "isclose", "allclose", "array_equal", "array_equiv", "isfinite", "isnan",
-           "isinf", "signbit", "searchsorted"]
+           "isinf", "signbit", "searchsorted", "digitize"]
