@@ -24,8 +24,10 @@ from opspecs import F64, NO_JAX, SPECS, case_id, cases, ns
 CASES = cases(SPECS, dtypes=(F64,))
 RTOL = 1e-12
 
-#: rows that run lane by lane, on purpose (none now; every row must run batched)
-PER_LANE_ROWS: set = set()
+#: rows that run lane by lane, on purpose: a plain numpy array indexed by traced
+#: integers (numpy's own indexing needs each lane's number; a traced array, or
+#: tnp.at(field)[i].get(), gathers every lane at once)
+PER_LANE_ROWS: set = {"gather_traced_plain_field"}
 
 
 def _per_lane_allowed(spec):
@@ -160,7 +162,7 @@ def test_every_row_equals_jax_vmap(case):
 
 #: rows whose gradient or JVP taken inside vmap still runs lane by lane (every
 #: other row's derivative rules run batched: ``per_lane_runs == 0``)
-DERIVATIVE_PER_LANE: set = set()
+DERIVATIVE_PER_LANE: set = {"gather_traced_plain_field"}     # see PER_LANE_ROWS
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)

@@ -189,8 +189,8 @@ getitem_p.defsparsity(patterns.MOVE)
 
 def getitem(x, idx):
     """``x[idx]`` with derivatives (slices, integers, integer arrays, masks)."""
-    if type(idx) is _core.Batched:
-        return _gather_lanes(x, idx)
+    if type(idx) is _core.Batched and type(idx.val) is np.ndarray:
+        return _gather_lanes(x, idx)     # each lane's plain index (argsort under vmap)
     if has_box(idx):                     # traced integers: positions recomputed on replay
         return integers.gather(x, idx)
     idx = _index_key(idx)
