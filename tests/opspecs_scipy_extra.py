@@ -13,11 +13,9 @@ keeps its rank, and the point ``mean + a c`` on its support.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
-from opspecs import F64, POS, REAL, Interval
+from opspecs import POS, REAL, Interval
 from opspecs import _array_op as A
 from opspecs_reductions import _special as SP
 from opspecs_scipy_linalg import _sla
@@ -40,15 +38,18 @@ def _band(m, x):
     return x + m.asarray(np.array([[0.0], [4.0], [0.0]]), dtype=x.dtype)
 
 
+def _f64(x):
+    return x.astype(np.float64)
+
+
 def _singular(m, a, c, mean):
-    cov = m.matmul(a, m.transpose(a))                 # (3, 3) of rank 2
-    return ST(m).multivariate_normal.logpdf(mean + m.matmul(a, c), mean, cov,
-                                            allow_singular=True)
-
-
-def f64(spec):
-    """A row whose scipy reference computes in float64 whatever the input."""
-    return replace(spec, dtypes=(F64,))
+    """scipy computes in float64: a float32 a a^T would not be singular there,
+    so the covariance is built in float64 and the result cast back."""
+    a64 = _f64(a)
+    cov = m.matmul(a64, m.transpose(a64))             # (3, 3) of rank 2
+    out = ST(m).multivariate_normal.logpdf(_f64(mean) + m.matmul(a64, _f64(c)), _f64(mean),
+                                           cov, allow_singular=True)
+    return m.asarray(out).astype(a.dtype)
 
 
 ARRAY_OPS = [
@@ -62,31 +63,30 @@ ARRAY_OPS = [
     A("t_sf_logsf", lambda m, x, df: ST(m).t.sf(x, df) + ST(m).t.logsf(x, df, -0.1, 1.5),
       ("array", ((2, 3), (2, 3))), domain=(REAL, DF)),
     # multigammaln (d constant), yn (n constant)
-    f64(A("multigammaln", lambda m, a: SP(m).multigammaln(a, 3), *UNARY,
-          domain=(Interval(1.2, 4.0),))),                    # scipy: float64 always
+    A("multigammaln", lambda m, a: SP(m).multigammaln(a, 3), *UNARY,
+      domain=(Interval(1.2, 4.0),)),
     A("yn", lambda m, x: SP(m).yn(2, x) + SP(m).yn(0, x) * SP(m).yn(3, x), *UNARY,
       domain=(Interval(0.5, 3.0),)),
     # the multivariate normal: entropy, singular covariance
-    f64(A("mvn_entropy", lambda m, a: ST(m).multivariate_normal.entropy(
+    A("mvn_entropy", lambda m, a: ST(m).multivariate_normal.entropy(
         None, m.matmul(a, m.transpose(a)) + 2.0 * m.eye(3, dtype=a.dtype)),
-        ("square", ((3, 3),)))),
-    f64(A("mvn_entropy_singular", lambda m, a: ST(m).multivariate_normal.entropy(
-        None, m.matmul(a, m.transpose(a))), ("rank2", ((3, 2),)))),
-    f64(A("mvn_logpdf_singular", _singular, ("rank2", ((3, 2), (2,), (3,))))),
+      ("square", ((3, 3),))),
+    A("mvn_entropy_singular", lambda m, a: m.asarray(ST(m).multivariate_normal.entropy(
+        None, m.matmul(_f64(a), m.transpose(_f64(a))))).astype(a.dtype),
+      ("rank2", ((3, 2),))),
+    A("mvn_logpdf_singular", _singular, ("rank2", ((3, 2), (2,), (3,)))),
     # scipy.linalg: square root, Sylvester equation, banded solve
-    f64(A("sqrtm_spd", lambda m, x: _sla(m).sqrtm(m.matmul(x, m.transpose(x))
-                                                  + 2.0 * m.eye(3, dtype=x.dtype)),
-          ("square", ((3, 3),)))),
-    f64(A("sqrtm_general", lambda m, x: _sla(m).sqrtm(_near_identity(m, x)),
-          ("square", ((3, 3),)))),
-    f64(A("solve_sylvester", lambda m, a, b, q: _sla(m).solve_sylvester(
-        _near_identity(m, a), _near_identity(m, b, 1.0), q),
-        ("rect", ((3, 3), (2, 2), (3, 2))))),
-    f64(A("solve_banded", lambda m, x, b: _sla(m).solve_banded((1, 1), _band(m, x), b),
-          ("vector", ((3, 5), (5,))), ("matrix", ((3, 5), (5, 2))))),
-    f64(A("solve_banded_wide", lambda m, x, b: _sla(m).solve_banded(
+    A("sqrtm_spd", lambda m, x: _sla(m).sqrtm(m.matmul(x, m.transpose(x))
+                                              + 2.0 * m.eye(3, dtype=x.dtype)),
+      ("square", ((3, 3),))),
+    A("sqrtm_general", lambda m, x: _sla(m).sqrtm(_near_identity(m, x)), ("square", ((3, 3),))),
+    A("solve_sylvester", lambda m, a, b, q: _sla(m).solve_sylvester(
+        _near_identity(m, a), _near_identity(m, b, 1.0), q), ("rect", ((3, 3), (2, 2), (3, 2)))),
+    A("solve_banded", lambda m, x, b: _sla(m).solve_banded((1, 1), _band(m, x), b),
+      ("vector", ((3, 5), (5,))), ("matrix", ((3, 5), (5, 2)))),
+    A("solve_banded_wide", lambda m, x, b: _sla(m).solve_banded(
         (2, 1), x + m.asarray(np.array([[0.0], [5.0], [0.0], [0.0]]), dtype=x.dtype), b),
-        ("vector", ((4, 5), (5,))))),
+      ("vector", ((4, 5), (5,)))),
 ]
 _ = POS
 

@@ -306,8 +306,10 @@ def multigammaln(a, d):
     if isinstance(d, Box) or np.ndim(d) != 0 or int(d) != d or int(d) < 1:
         raise ValueError(f"multigammaln: d must be a positive integer constant; got {d!r}")
     d = int(d)
-    if not isinstance(a, Box):
-        return sps.multigammaln(a, d)
+    if not isinstance(a, Box):                       # float32 kept, as for the ufuncs
+        out = sps.multigammaln(a, d)
+        dt = np.result_type(a)
+        return np.asarray(out, dtype=dt)[()] if dt.kind == "f" and dt != out.dtype else out
     _, (ac,) = batching.stacked_values(a)            # under vmap: every lane's
     if np.any(ac <= 0.5 * (d - 1)):
         raise ValueError(f"multigammaln: condition a ({float(ac.min())}) > 0.5 * (d-1) "

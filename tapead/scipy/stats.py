@@ -228,13 +228,18 @@ def _guarded(fn, args, what):
 
 
 def _spectrum(c):
-    """scipy's ``_PSD`` decisions for the symmetric matrix ``c`` (a value): its
-    eigenvalues and eigenvectors and the cutoff below which an eigenvalue is 0."""
-    s, u = scipy.linalg.eigh(c, lower=True)
-    eps = {"f": 1e3, "d": 1e6}[s.dtype.char.lower()] * np.finfo(s.dtype).eps * np.max(abs(s))
+    """scipy's ``_PSD`` decisions for the symmetric matrix ``c`` (a value, taken
+    in float64 as scipy does): its eigenvalues and eigenvectors and the cutoff
+    below which an eigenvalue is 0."""
+    s, u = scipy.linalg.eigh(np.asarray(c, dtype=np.float64), lower=True)   # scipy: float64
+    eps = 1e6 * np.finfo(np.float64).eps * np.max(abs(s))
     if np.min(s) < -eps:
         raise ValueError("The input matrix must be symmetric positive semidefinite.")
     return s, u, eps
+
+
+#: scipy's cutoff of a negligible eigenvalue, relative to the largest (float64)
+_RCOND = 1e6 * np.finfo(np.float64).eps
 
 
 def _rank(c):
@@ -259,7 +264,7 @@ def _log_pdet(cov, rcond):
     that of scipy's eigenvalue cutoff."""
     n = shape_of(cov)[0]
     P = tnp.linalg.pinv(cov, rcond=rcond)
-    Q = np.eye(n) - cov @ P
+    Q = np.eye(n, dtype=np.result_type(lanes_of(cov))) - cov @ P
     return tnp.linalg.slogdet(cov + Q)[1] - tnp.trace(Q @ cov), P
 
 
@@ -298,14 +303,13 @@ def _mvn_logpdf(x, mean, cov, allow_singular=False):
         y = solve_triangular(L, tnp.transpose(d), lower=True)          # (n, m)
         half_logdet = tnp.sum(tnp.log(tnp.diagonal(L)))
         out = -0.5 * tnp.sum(y * y, axis=0) - half_logdet - n * LOG_SQRT_2PI
-    else:
-        dt = np.result_type(lanes_of(cov))
-        rcond = {"f": 1e3, "d": 1e6}[dt.char.lower()] * np.finfo(dt).eps
-        log_pdet, P = _log_pdet(cov, rcond)
-        maha = tnp.sum(d * (d @ P), axis=-1)
+    else:                         # in float64, as scipy computes (float32 cast back)
+        dt = np.result_type(lanes_of(cov), lanes_of(d))
+        log_pdet, P = _log_pdet(tnp.astype(cov, np.float64), _RCOND)
+        d64 = tnp.astype(d, np.float64)
+        maha = tnp.sum(d64 * (d64 @ P), axis=-1)
         out = -0.5 * (rank * 2.0 * LOG_SQRT_2PI + log_pdet + maha)
-
-        out = _outside(out, _off_support(d, cov), -np.inf)
+        out = tnp.astype(_outside(out, _off_support(d, cov), -np.inf), dt)
     return tnp.reshape(out, xs[:-1]) if xs else out
 
 
@@ -319,9 +323,9 @@ def _mvn_entropy(mean=None, cov=1):
     rank = batching.guarded_lanes(_rank, cov, "the rank of a covariance")
     if rank == n:
         log_pdet = 2.0 * tnp.sum(tnp.log(tnp.diagonal(tnp.linalg.cholesky(cov))))
-    else:
+    else:                         # in float64, as scipy computes (float32 cast back)
         dt = np.result_type(lanes_of(cov))
-        log_pdet = _log_pdet(cov, {"f": 1e3, "d": 1e6}[dt.char.lower()] * np.finfo(dt).eps)[0]
+        log_pdet = tnp.astype(_log_pdet(tnp.astype(cov, np.float64), _RCOND)[0], dt)
     return 0.5 * (rank * (2.0 * LOG_SQRT_2PI + 1.0) + log_pdet)
 
 
