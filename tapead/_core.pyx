@@ -544,6 +544,43 @@ cdef raise_conversion(object x, str kind):
 cdef object _OBJECT_DTYPE = np.dtype(object)
 
 
+cdef bint holds_integers(object x):
+    """Whether box ``x`` holds integers or bools (a scalar tracer or dual never does)."""
+    if type(x) is Tracer and (<Tracer>x).oval is None:
+        return False
+    if type(x) is Dual and (<Dual>x).op is None:
+        return False
+    return np.dtype(x.dtype).kind in "iub"
+
+
+cdef object integer_of(object x, str kind):
+    """``int(x)`` / ``operator.index(x)`` of a box: the value of a box holding an
+    integer (no derivative to lose; the Python layer guards it on the tapes,
+    ``tapead._prims.integers``), else the TypeError of a dropped derivative."""
+    cdef str k = np.dtype(x.dtype).kind
+    if _box_methods is not None and (k in "iu" or (k == "b" and kind == "int")):
+        return _box_methods["integer_value"](x, kind)
+    if kind == "index":
+        raise TypeError(
+            "a traced value cannot be used as an index: its derivative would be lost. "
+            "An index must be an integer: convert a traced position with "
+            "np.floor(p).astype(int) (no derivative; what it gathers keeps its "
+            "derivative), or use an integer array computed from concrete values")
+    raise_conversion(x, kind)
+
+
+cdef object array_of(object x, object dtype):
+    """``np.asarray(x, dtype)`` of a box: a plain array when no derivative is
+    lost (integers, see ``tapead._prims.integers.array_value``), else the
+    TypeError of ``array_conversion_message``."""
+    cdef object out = None
+    if _box_methods is not None and "array_value" in _box_methods:
+        out = _box_methods["array_value"](x, dtype)
+    if out is not None:
+        return out
+    raise TypeError(array_conversion_message(x, dtype))
+
+
 def array_conversion_message(object x=None, object dtype=None):
     """The message of the TypeError of ``np.asarray(tracer)``: the Python layer's
     (installed as ``"array_message"``; it names the tapead function to call when

@@ -66,12 +66,10 @@ cdef class Tracer:
 
     def __bool__(self): return bool(compare(self, 0.0, 5))
     def __float__(self): raise_conversion(self, "float")
-    def __int__(self): raise_conversion(self, "int")
+    def __int__(self): return integer_of(self, "int")
     def __complex__(self): raise_conversion(self, "complex")
     def __format__(self, spec): return format(concrete(self), spec)
-    def __index__(self):
-        raise TypeError("a traced value cannot be used as an index: its "
-                        "derivative would be lost; use an integer array")
+    def __index__(self): return integer_of(self, "index")
 
     # the numpy protocols and array methods live in the Python layer
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -85,11 +83,13 @@ cdef class Tracer:
         # np.array([a, b]) of traced scalars builds an object array of tracers;
         # tapead packs such arrays into one traced array (one stack node) as
         # soon as they reach a tapead operation or a transform's output.
-        if (dtype is None or dtype == _OBJECT_DTYPE) and not self.shape:
+        # (A traced integer is no derivative to keep: its value, for numpy's indexing.)
+        if (dtype is None or dtype == _OBJECT_DTYPE) and not self.shape \
+                and not holds_integers(self):
             out = np.empty((), dtype=_OBJECT_DTYPE)
             out[()] = self
             return out
-        raise TypeError(array_conversion_message(self, dtype))
+        return array_of(self, dtype)
 
     def __getitem__(self, idx): return box_getitem(self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
@@ -177,12 +177,10 @@ cdef class Dual:
 
     def __bool__(self): return bool(compare(self, 0.0, 5))
     def __float__(self): raise_conversion(self, "float")
-    def __int__(self): raise_conversion(self, "int")
+    def __int__(self): return integer_of(self, "int")
     def __complex__(self): raise_conversion(self, "complex")
     def __format__(self, spec): return format(concrete(self), spec)
-    def __index__(self):
-        raise TypeError("a traced value cannot be used as an index: its "
-                        "derivative would be lost; use an integer array")
+    def __index__(self): return integer_of(self, "index")
 
     # the numpy protocols and array methods live in the Python layer
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -196,11 +194,13 @@ cdef class Dual:
         # np.array([a, b]) of traced scalars builds an object array of tracers;
         # tapead packs such arrays into one traced array (one stack node) as
         # soon as they reach a tapead operation or a transform's output.
-        if (dtype is None or dtype == _OBJECT_DTYPE) and not self.shape:
+        # (A traced integer is no derivative to keep: its value, for numpy's indexing.)
+        if (dtype is None or dtype == _OBJECT_DTYPE) and not self.shape \
+                and not holds_integers(self):
             out = np.empty((), dtype=_OBJECT_DTYPE)
             out[()] = self
             return out
-        raise TypeError(array_conversion_message(self, dtype))
+        return array_of(self, dtype)
 
     def __getitem__(self, idx): return box_getitem(self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)
@@ -312,11 +312,13 @@ cdef class Batched:
         # np.array([a, b]) of traced scalars builds an object array of tracers;
         # tapead packs such arrays into one traced array (one stack node) as
         # soon as they reach a tapead operation or a transform's output.
-        if (dtype is None or dtype == _OBJECT_DTYPE) and not self.shape:
+        # (A traced integer is no derivative to keep: its value, for numpy's indexing.)
+        if (dtype is None or dtype == _OBJECT_DTYPE) and not self.shape \
+                and not holds_integers(self):
             out = np.empty((), dtype=_OBJECT_DTYPE)
             out[()] = self
             return out
-        raise TypeError(array_conversion_message(self, dtype))
+        return array_of(self, dtype)
 
     def __getitem__(self, idx): return box_getitem(self, idx)
     def __setitem__(self, idx, value): _box_methods["setitem"](self, idx, value)

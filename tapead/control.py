@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from tapead import _core
+from tapead import _core, closures
 from tapead._core import Box, Tape
 from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, PER_LANE, Primitive
@@ -315,8 +315,10 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any,
     -----
     The checkpointed loop does not know its trip count in advance, so it
     places its snapshots online; :func:`tapead.checkpoint_cost` with
-    ``online=True`` reports the forward steps it will recompute.  The
-    body must receive every traced value it depends on through the carry.
+    ``online=True`` reports the forward steps it will recompute.  Traced
+    values that ``cond_fun`` or ``body_fun`` close over ride in the carry,
+    unchanged (``tapead.closures``), so the derivatives are those of the loop
+    with the values passed through the carry.
 
     Examples
     --------
@@ -332,6 +334,27 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any,
     check = _carry_checker(tree, _shapes(leaves),
                            [np.result_type(_core.concrete(v)) for v in leaves])
     s = _budget(leaves, checkpoints, max_bytes)
+    closure = closures.find(cond_fun, body_fun) if s is not None else None
+    if closure:
+        # traced values the functions close over: carried, unchanged (the same
+        # objects: a stored carry holds no copy, so the budget is the carry's)
+        def body(c):
+            out = closure.call(body_fun, c[1], c[0])
+            check(*tree_flatten(out))              # the error speaks of init_val
+            return out, c[1]
+        out = _while_checkpointed(lambda c: closure.call(cond_fun, c[1], c[0]), body,
+                                  (init_val, tuple(closure.values)), s)
+        return out[0]
+    return _while_checkpointed(cond_fun, body_fun, init_val, s, check)
+
+
+def _while_checkpointed(cond_fun, body_fun, init_val, s, check=None):
+    """``while_loop`` with the budget ``s`` (None: none) once the functions
+    reach no traced value but through the carry."""
+    leaves, tree = tree_flatten(init_val)
+    if check is None:
+        check = _carry_checker(tree, _shapes(leaves),
+                               [np.result_type(_core.concrete(v)) for v in leaves])
     top = _core.top_trace(tuple(leaves))
     if s is None or type(top) is not Tape:
         # no budget, nothing traced, or forward mode (which stores nothing anyway)

@@ -14,18 +14,17 @@ written with tapead's own transforms (``jvp``, ``vjp``, ``jacfwd``,
 ``fixed_point(f, x0, *params)`` takes the parameters explicitly.
 ``custom_root(f, initial_guess, solve, tangent_solve)`` follows
 ``jax.lax.custom_root``, where ``f`` closes over the values to
-differentiate: tapead finds the traced values held in ``f``'s closure cells
-(and in those of functions held there) and treats them as the inputs.
+differentiate: tapead finds the traced values ``f`` reaches (its closure
+cells, the functions and objects held there: ``tapead.closures``) and treats
+them as the inputs.
 """
 from __future__ import annotations
 
-import contextlib
-import types
 from typing import Any, Callable
 
 import numpy as np
 
-from tapead import _core
+from tapead import _core, closures
 from tapead._core import Box
 from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, PER_LANE, Primitive
@@ -219,64 +218,6 @@ def _sub(a, b):
 # custom_root
 # ---------------------------------------------------------------------------
 
-def closure_inputs(f):
-    """Traced values held in ``f``'s closure cells (and in those of the
-    functions held there): ``(cells, theta)``; ``cells`` lists
-    ``(cell, treedef, leaves, positions)`` to swap values in and out
-    (:func:`swapped_closure`).  Also used by ``tapead.integrate``."""
-    cells, theta, seen = [], [], set()
-    stack = [f]
-    while stack:
-        fn = stack.pop()
-        if id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        fn = getattr(fn, "__func__", fn)
-        for cell in getattr(fn, "__closure__", None) or ():
-            try:
-                value = cell.cell_contents
-            except ValueError:          # an empty cell
-                continue
-            if isinstance(value, types.FunctionType) or hasattr(value, "__func__"):
-                stack.append(value)
-                continue
-            leaves, tree = tree_flatten(value)
-            where = [k for k, v in enumerate(leaves) if isinstance(v, Box)]
-            if where:
-                cells.append((cell, tree, list(leaves), where))
-                theta.extend(leaves[k] for k in where)
-    return cells, theta
-
-
-@contextlib.contextmanager
-def swapped_closure(cells, theta):
-    """Put ``theta`` (one value per traced leaf found by :func:`closure_inputs`)
-    in the closure cells while the block runs; the cells' contents are
-    restored afterwards, whatever happens."""
-    saved = [c.cell_contents for c, _, _, _ in cells]
-    pos = 0
-    try:
-        for cell, tree, leaves, where in cells:
-            new = list(leaves)
-            for k in where:
-                new[k] = theta[pos]
-                pos += 1
-            cell.cell_contents = tree_unflatten(tree, new)
-        yield
-    finally:
-        for (cell, _, _, _), v in zip(cells, saved):
-            cell.cell_contents = v
-
-
-def _with_cells(f, cells):
-    """``f`` as a function of ``(x, *theta)``: each call puts ``theta`` in the
-    closure cells for its duration."""
-    def explicit(x, *theta):
-        with swapped_closure(cells, theta):
-            return f(x)
-    return explicit
-
-
 def custom_root(f: Callable, initial_guess: Any, solve: Callable,
                 tangent_solve: Callable) -> Any:
     """``jax.lax.custom_root``: a root of ``f``, differentiated implicitly.
@@ -320,8 +261,11 @@ def custom_root(f: Callable, initial_guess: Any, solve: Callable,
         if not callable(fun):
             raise TypeError(f"custom_root: {name} must be callable, got "
                             f"{type(fun).__name__}")
-    cells, theta = closure_inputs(f)
-    explicit = _with_cells(f, cells)
+    closure = closures.find(f)
+    theta = list(closure.values)
+
+    def explicit(x, *th):
+        return closure.call(f, th, x)
     x_leaves, x_tree = tree_flatten(initial_guess)
     guess = tree_unflatten(x_tree, [_core.concrete(v) for v in x_leaves])
     problem = _Problem(explicit, x_tree, _shapes(x_leaves), tangent_solve)

@@ -9,9 +9,13 @@ holding at most ``s`` states and recomputing the rest.  ``checkpoint(f)``
 does the same for one function: its interior is recomputed in the backward
 pass instead of stored.
 
-Checkpointed bodies must receive every traced value they depend on through
-their arguments (the carry or ``xs``); a body that closes over a traced
-value is refused with an error saying so.
+A checkpointed body (or function) that closes over traced values is
+closure-converted (``tapead.closures``): the values it reaches are found when
+the loop starts and ride in the carry (or become extra arguments of the
+checkpointed function), unchanged at every step, so the result and its
+derivatives are those of the same loop with the values passed through the
+carry.  A traced value the search cannot find (reached through a container
+it does not look into) is refused with an error saying so.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from tapead import _core
+from tapead import _core, closures
 from tapead._core import Box, Tape
 from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, PER_LANE, Primitive
@@ -41,9 +45,11 @@ __all__ = ["checkpoint", "scan", "fori_loop"]
 def _closure_error(what):
     return ValueError(
         f"{what}: the body used a traced value that was not passed in as an argument "
-        "(a closure over a variable being differentiated). A checkpointed body is "
-        "recomputed from its arguments alone: pass that value through the carry "
-        "(or as an argument of the checkpointed function).")
+        "and that tapead could not find among what the body reaches (its closure "
+        "cells, default arguments, the globals it names, attributes of objects and "
+        "bound methods held there). A checkpointed body is recomputed from its inputs "
+        "alone: pass that value through the carry (or as an argument of the "
+        "checkpointed function), or bind it to a variable the body closes over.")
 
 
 def _guarded_bind(prim, leaves, params, what):
@@ -119,15 +125,26 @@ def checkpoint(f: Callable) -> Callable:
     True
     """
     def wrapped(*args):
-        leaves, treedef = tree_flatten(args)
-        if not any(isinstance(x, Box) for x in leaves):
-            return f(*args)
-        out_info: dict = {}
-        flat = _guarded_bind(ckpt_p, leaves, dict(f=f, treedef=treedef, out_info=out_info,
-                                                  cache={}), "ta.checkpoint")
-        return tree_unflatten(out_info["tree"], _unpack(flat, out_info["shapes"]))
+        closure = closures.find(f)
+        if closure:                    # traced values f closes over: extra arguments
+            n = len(args)
+            return _checkpointed(lambda *a: closure.call(f, a[n:], *a[:n]),
+                                 args + tuple(closure.values))
+        return _checkpointed(f, args)
     wrapped.__wrapped__ = f
     return wrapped
+
+
+def _checkpointed(f, args):
+    """``checkpoint(f)(*args)`` for an ``f`` that reaches no traced value but
+    through ``args``."""
+    leaves, treedef = tree_flatten(args)
+    if not any(isinstance(x, Box) for x in leaves):
+        return f(*args)
+    out_info: dict = {}
+    flat = _guarded_bind(ckpt_p, leaves, dict(f=f, treedef=treedef, out_info=out_info,
+                                              cache={}), "ta.checkpoint")
+    return tree_unflatten(out_info["tree"], _unpack(flat, out_info["shapes"]))
 
 
 # ---------------------------------------------------------------------------
@@ -399,8 +416,23 @@ scan_p.defvmap(PER_LANE)           # runs user code: once per lane
 scan_p.defsparsity(patterns.DENSE, reason=patterns.USER_CODE)
 
 
+def _scan_closed(f, closure, init, xs, length, reverse, checkpoints, index_offset):
+    """The checkpointed scan of a body that reaches the traced values
+    ``closure.values`` without receiving them: they ride in the carry,
+    unchanged at every step (the same objects, so a stored carry holds no
+    copy of them), and their cotangents accumulate over the steps."""
+    def body(carry, x):
+        c, consts = carry
+        new_c, y = closure.call(f, consts, c, x)
+        return (new_c, consts), y
+    (carry, _), ys = scan(body, (init, tuple(closure.values)), xs, length, reverse,
+                          checkpoints, index_offset, _closed=True)
+    return carry, ys
+
+
 def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
-         reverse: bool = False, checkpoints: Optional[int] = None, _index_offset=None):
+         reverse: bool = False, checkpoints: Optional[int] = None, _index_offset=None,
+         _closed=False):
     """``jax.lax.scan``: ``carry, y = f(carry, x)`` over the leading axis of xs.
 
     Parameters
@@ -440,8 +472,9 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
     ------
     ValueError
         ``xs`` leaves of different lengths, neither ``xs`` nor ``length``,
-        ``checkpoints < 1``, or (with ``checkpoints``) a body that closes
-        over a traced value instead of receiving it through the carry.
+        ``checkpoints < 1``, or (with ``checkpoints``) a body that uses a
+        traced value it neither receives nor closes over where tapead looks
+        (see the module doc: closures are converted to carried inputs).
 
     Examples
     --------
@@ -466,6 +499,11 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
         length = n
     if length is None:
         raise ValueError("scan: give xs or length")
+    if checkpoints is not None and length > 0 and not _closed:
+        closure = closures.find(f)
+        if closure:
+            return _scan_closed(f, closure, init, xs, length, reverse, checkpoints,
+                                _index_offset)
     c_leaves, c_tree = tree_flatten(init)
     leaves = list(c_leaves) + list(x_leaves)
     if checkpoints is None or not any(isinstance(x, Box) for x in leaves) or length == 0:
@@ -509,8 +547,8 @@ def fori_loop(lower: int, upper: int, body: Callable, init: Any,
         The initial value.
     checkpoints : int, optional
         Reverse-mode memory budget, as in :func:`scan` (the loop runs as a
-        checkpointed scan; ``body`` must then get every traced value through
-        ``val``).  None records every step.
+        checkpointed scan; traced values ``body`` closes over ride in the
+        carry).  None records every step.
 
     Returns
     -------

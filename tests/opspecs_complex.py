@@ -128,5 +128,92 @@ COMPLEX_SPECS = [
     R("matmul_vectors", lambda m, x: m.imag(x[0] @ m.exp(1j * x[1])) + m.real((1j * x[1]) @ x[0]),
       REAL, kinds=ARRAY_KINDS),
     R("real_of_matmul", lambda m, x: m.real(C @ (x[0] + 1j * x[1])), REAL, kinds=ARRAY_KINDS),
+    # inverse hyperbolic functions of complex values, off their branch cuts
+    # (arcsinh: Im z in (-1, 1); arctanh: Re z in (-1, 1); arccosh: Im z != 0)
+    R("arcsinh_arctanh", lambda m, x, y: m.real(m.arcsinh(x + 0.6j * y))
+      + m.imag(m.arctanh(0.5 * x + 0.3j * y)) + m.abs(m.arcsinh(0.4j * x - y)), REAL, REAL),
+    R("arccosh", lambda m, x, y: m.real(m.arccosh(x + 1j * y)) + m.imag(m.arccosh(x + 1j * y)),
+      POS, AwayFromZero(0.3, 1.5)),
+    R("arccosh_left_half", lambda m, x, y: m.real(m.arccosh(-x + 1j * y))
+      + m.imag(m.arccosh(-x + 1j * y)), POS, AwayFromZero(0.3, 1.5)),
+    # scipy.special's error functions take complex values (JAX's do not)
+    R("erf_erfc", lambda m, x, y: m.real(_sps(m).erf(x + 0.7j * y))
+      + m.imag(_sps(m).erfc(0.5 * x - 1j * y)) + m.abs(_sps(m).erf(1j * x)), REAL, REAL),
+    # reductions of complex values: max/min in numpy's (and JAX's) lexicographic
+    # order, prod holomorphic
+    R("max_min", lambda m, x, y: m.abs(m.max(x + 1j * y)) + m.real(m.min((x + 1j * y) * (1 - 1j)))
+      + m.imag(m.max(m.exp(1j * x) + y, axis=0)) + m.sum(m.abs(m.min(x * 1j + y, axis=-1))),
+      REAL, REAL, kinds=(("array", ((2, 3), (2, 3))),)),
+    R("prod", lambda m, x, y: m.abs(m.prod(x + 1j * y, axis=-1)) + m.real(m.prod(m.exp(1j * x)))
+      + m.imag(m.prod((x + 0.5j) * y)), REAL, REAL, kinds=(("array", ((2, 3), (2, 3))),)),
+    # decompositions of complex matrices, through phase-invariant quantities
+    R("eigh_hermitian", lambda m, x, y: _eigh_loss(m, x + 1j * y), REAL, REAL,
+      kinds=(("square", ((3, 3), (3, 3))),)),
+    R("svd_complex", lambda m, x, y: _svd_loss(m, x + 1j * y), REAL, REAL,
+      kinds=(("square", ((3, 3), (3, 3))), ("tall", ((4, 2), (4, 2))),
+             ("wide", ((2, 4), (2, 4))))),
+    R("svdvals_complex", lambda m, x, y: m.linalg.svd(x + 1j * y, compute_uv=False) ** 2,
+      REAL, REAL, kinds=(("square", ((3, 3), (3, 3))), ("tall", ((4, 2), (4, 2))))),
+    R("eigvals", lambda m, x, y: _eigvals_loss(m, _eig(m, x + 1j * y)[0]), REAL, REAL,
+      kinds=(("square", ((3, 3), (3, 3))),)),
+    R("eigvals_of_real", lambda m, x: _eigvals_loss(m, _eig(m, x)[0]), REAL,
+      kinds=(("square", ((3, 3),)),)),
+    R("eig_vectors", lambda m, x, y: _eig_loss(m, x + 1j * y), REAL, REAL,
+      kinds=(("square", ((3, 3), (3, 3))),)),
 ]
 del R
+
+#: rows without a JAX counterpart: JAX's erf refuses complex values, JAX's
+#: arccosh has the wrong sign on the left half plane (its rule is 1/sqrt(z^2 - 1),
+#: whose branch differs from arccosh's there; finite differences agree with
+#: tapead's 1/(sqrt(z - 1) sqrt(z + 1))).  (eig is compared with JAX's eig with
+#: its eigenvector derivatives turned on, which jnp.linalg.eig leaves off.)
+COMPLEX_NO_JAX = {"erf_erfc", "arccosh_left_half"}
+
+W4 = np.array([[0.7, -0.2, 1.1, 0.2], [0.4, 0.9, -0.6, 1.3], [-1.0, 0.3, 0.5, -0.4],
+               [0.6, -0.8, 0.1, 0.9]])
+W3 = W4[:3, :3]
+
+
+def _sps(m):
+    if m.__name__.startswith("jax"):
+        import jax.scipy.special as sps
+    else:
+        import scipy.special as sps
+    return sps
+
+
+def _eigh_loss(m, z):
+    """Phase-invariant functions of the eigenpairs of the Hermitian z + z^H."""
+    w, V = m.linalg.eigh(z + m.conj(m.transpose(z)))
+    return m.sum(m.abs(V) ** 2 * W3 * w[None, :], axis=0) + m.sin(w)
+
+
+def _svd_loss(m, z):
+    """Phase-invariant functions of the singular triplets: |U|^2 weighted by s,
+    |Vh|^2, and U diag(s^2) Vh."""
+    U, s, Vh = m.linalg.svd(z, full_matrices=False)
+    k = s.shape[-1]
+    return (m.sum(m.abs(U) ** 2 * W4[:U.shape[0], :k] * s[None, :], axis=0)
+            + m.sum(m.abs(Vh) ** 2 * W4[:k, :1], axis=1)
+            + m.abs(U @ m.diag(s ** 2) @ Vh).sum(axis=0)[:k])
+
+
+def _eigvals_loss(m, w):
+    """Functions of the eigenvalues that do not depend on their order."""
+    return m.stack([m.sum(m.abs(w) ** 2), m.sum(m.real(w ** 3)), m.sum(m.imag(w) ** 2)])
+
+
+def _eig(m, z):
+    """np.linalg.eig, or JAX's eig with its eigenvector derivatives on."""
+    if m.__name__.startswith("jax"):
+        import jax
+        return jax.lax.linalg.eig(z, compute_left_eigenvectors=False,
+                                  enable_eigvec_derivs=True)
+    return m.linalg.eig(z)
+
+
+def _eig_loss(m, z):
+    """Functions of each eigenpair invariant under V[:, i] -> e^(i t) V[:, i]."""
+    w, V = _eig(m, z)
+    return m.sum(m.abs(V) ** 2 * W3, axis=0) * m.abs(w) + m.real(w * w)

@@ -55,6 +55,14 @@ ARRAY_OPS = [
     A("rfft2", lambda m, x: m.abs(m.fft.rfft2(x)) ** 2, M34, T232),
     A("rfftn_axes_s", lambda m, x: _parts(m.fft.rfftn(m.sin(x), s=(3, 3), axes=(1, 0),
                                                       norm="ortho")), T232),
+    # odd last axes: the half spectrum has no Nyquist bin, so every bin but the
+    # first counts twice in Parseval (the VJP's weights)
+    A("rfftn_odd_last", lambda m, x: m.abs(m.fft.rfftn(x)) ** 2 + _parts(m.fft.rfftn(x * x)),
+      ("odd", ((2, 5),)), ("odd3", ((2, 3, 3),))),
+    A("irfftn_odd_s", lambda m, x: m.fft.irfftn(m.exp(1j * x) * (1.0 + x), s=(3, 7),
+                                                axes=(0, 1)) ** 2, M34),
+    A("irfftn_odd_all_axes", lambda m, x: m.fft.irfftn(m.exp(0.5j * x), s=(2, 3, 3),
+                                                       axes=(0, 1, 2)), T232),
     A("irfft2", lambda m, x: m.fft.irfft2(m.exp(1j * x) * x), M34, T232),
     A("irfftn_s", lambda m, x: m.fft.irfftn(m.exp(1j * x) + x, s=(3, 5), axes=(0, 1),
                                             norm="forward") ** 2, M34),

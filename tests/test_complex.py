@@ -20,11 +20,12 @@ import tapead.numpy as tnp
 from tapead._tree import tree_flatten
 from tapead.errors import NonDifferentiableError
 
-from opspecs_complex import COMPLEX_SPECS
+from opspecs_complex import COMPLEX_NO_JAX, COMPLEX_SPECS
 
 RTOL = 1e-12
 
 CASES = [(spec, kind, shapes) for spec in COMPLEX_SPECS for kind, shapes in spec.kinds]
+JAX_CASES = [case for case in CASES if case[0].name not in COMPLEX_NO_JAX]
 
 
 def _case_id(case):
@@ -115,7 +116,7 @@ def jax_reference():
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
     funcs, points = [], []
-    for case in CASES:
+    for case in JAX_CASES:
         spec = case[0]
         nums = tuple(range(len(spec.domain)))
         body = (lambda spec: lambda *a: spec.body(jnp, *a))(spec)
@@ -124,7 +125,7 @@ def jax_reference():
         points.append(_point(case))
     results = jax.jit(lambda pts: [(j(*p), h(*p)) for (j, h), p in zip(funcs, pts)])(points)
     out = {}
-    for case, (jac, hess) in zip(CASES, results):
+    for case, (jac, hess) in zip(JAX_CASES, results):
         out[_case_id(case)] = (jax.tree_util.tree_map(np.asarray, jac),
                                jax.tree_util.tree_map(np.asarray, hess))
     return out
@@ -134,7 +135,7 @@ def _np_body(spec):
     return lambda *a: spec.body(np, *a)
 
 
-@pytest.mark.parametrize("case", CASES, ids=_case_id)
+@pytest.mark.parametrize("case", JAX_CASES, ids=_case_id)
 def test_complex_row_matches_jax(case, jax_reference):
     spec = case[0]
     args = _point(case)
@@ -291,7 +292,7 @@ def test_tangent_and_cotangent_kinds_must_match():
     ("arcsin", lambda x: np.abs(np.arcsin(1j * x))),
     ("maximum", lambda x: np.abs(np.maximum(1j * x, 0.5j))),
     ("sign", lambda x: np.real(np.sign(1j * x + 1.0))),
-    ("prod", lambda x: np.abs(np.prod(1j * x))),
+    ("cumprod", lambda x: np.abs(np.cumprod(1j * x))),
 ])
 def test_primitives_without_complex_rules_refuse(name, f):
     x = np.array([0.7, 0.4])

@@ -323,10 +323,20 @@ def test_while_loop_errors():
         ta.grad(lambda x: ta.while_loop(lambda c: c < 3.0, lambda c: c + 1.0, x,
                                         max_bytes=4))(0.0)
 
-    def closes_over(p):
+    def closes_over(p):                 # converted: p rides in the carry
         return ta.while_loop(lambda c: c < 3.0, lambda c: c + p, p * 0.5, checkpoints=2)
+    assert ta.grad(closes_over)(1.1) == pytest.approx(3.5)
+
+    class Holder:
+        def __init__(self, p):
+            self.p = p
+
+    def hidden(p):                      # an object inside a list: not searched
+        held = [Holder(p)]
+        return ta.while_loop(lambda c: c < 3.0, lambda c: c + held[0].p, p * 0.5,
+                             checkpoints=2)
     with pytest.raises(ValueError, match="through the carry"):
-        ta.grad(closes_over)(1.1)
+        ta.grad(hidden)(1.1)
     # without checkpoints a closure is an ordinary Python loop: fine
     assert ta.grad(lambda p: ta.while_loop(lambda c: c < 3.0, lambda c: c + p, p * 0.5))(
         1.1) == pytest.approx(3.5)

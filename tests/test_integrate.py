@@ -345,7 +345,7 @@ def test_a_closure_over_traced_values_equals_passing_them_in_args():
                                ta.jvp(lambda r: passed(r, A3), (R,), (v,))[1], rtol=1e-12)
 
 
-def test_a_traced_value_tapead_cannot_see_is_refused():
+def test_a_bound_methods_traced_attribute_is_an_input():
     class Model:
         def rhs(self, y, t):
             return -self.k * y
@@ -353,6 +353,22 @@ def test_a_traced_value_tapead_cannot_see_is_refused():
     def loss(k):
         m = Model()
         m.k = k
+        return tnp.sum(odeint(m.rhs, np.ones(2), np.array([0.0, 1.0]), **TIGHT))
+    np.testing.assert_allclose(ta.grad(loss)(0.5), -2 * np.exp(-0.5), rtol=1e-9)
+
+
+def test_a_traced_value_tapead_cannot_see_is_refused():
+    class Holder:
+        pass
+
+    class Model:
+        def rhs(self, y, t):
+            return -self.held[0].k * y
+
+    def loss(k):
+        m, h = Model(), Holder()
+        h.k = k
+        m.held = [h]                 # an object inside a list: not followed
         return tnp.sum(odeint(m.rhs, np.ones(2), np.array([0.0, 1.0])))
     with pytest.raises(ValueError, match="Pass it through args"):
         ta.grad(loss)(0.5)

@@ -69,9 +69,14 @@ def test_hint_table_lists_tapead_stats():
 def test_multivariate_normal_errors():
     with pytest.raises(ValueError, match=r"cov must be \(n, n\)"):
         tst.multivariate_normal.logpdf(np.zeros(3), np.zeros(2), np.eye(2))
-    with pytest.raises(NotImplementedError, match="allow_singular"):
-        tst.multivariate_normal.logpdf(np.zeros(2), np.zeros(2), np.eye(2),
-                                       allow_singular=True)
+    # a singular cov needs allow_singular=True (tests/test_stats_singular.py), and
+    # even then a positive semidefinite one
+    with pytest.raises(np.linalg.LinAlgError):
+        ta.grad(lambda c: tst.multivariate_normal.logpdf(np.zeros(2), np.zeros(2),
+                                                         c * np.diag([1.0, 0.0])))(1.0)
+    with pytest.raises(ValueError, match="positive semidefinite"):
+        ta.grad(lambda c: tst.multivariate_normal.logpdf(
+            np.zeros(2), np.zeros(2), c * np.diag([1.0, -1.0]), allow_singular=True))(1.0)
     with pytest.raises(ValueError, match="alpha must be 1-D"):
         tst.dirichlet.logpdf(np.full(2, 0.5), np.ones((2, 2)))
 

@@ -27,7 +27,11 @@ RTOL = 1e-12
 #: rows that run lane by lane, on purpose: an ODE solve's right-hand side is
 #: user code, and one joint solve of all lanes would share the step sizes, so
 #: its lanes would differ from the loop's at the tolerance
-PER_LANE_ROWS: set = {"odeint_params", "odeint_times"}
+PER_LANE_ROWS: set = {"odeint_params", "odeint_times",
+                      # a plain numpy array indexed by traced integers (numpy's
+                      # own indexing needs each lane's number; a traced array,
+                      # or tnp.at(field)[i].get(), gathers every lane at once)
+                      "gather_traced_plain_field"}
 
 
 #: rows for which vmap's stand-in lane of ones (how zero lanes learn the output

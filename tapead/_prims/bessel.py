@@ -29,6 +29,9 @@ jv = ufunc_primitive("jv", sps.jv, [None, lambda ans, v, z: 0.5 * (jv(v - 1, z) 
                      ("v", "z"))
 yv = ufunc_primitive("yv", sps.yv, [None, lambda ans, v, z: 0.5 * (yv(v - 1, z) - yv(v + 1, z))],
                      ("v", "z"))
+# yn: integer order n (no derivative in n); y_{n-1} - y_{n+1} with scipy's yn(-m) = (-1)^m y_m
+yn = ufunc_primitive("yn", sps.yn, [None, lambda ans, n, x: 0.5 * (yn(n - 1, x) - yn(n + 1, x))],
+                     ("n", "x"))
 kv = ufunc_primitive("kv", sps.kv,
                      [None, lambda ans, v, z: -0.5 * (kv(v - 1, z) + kv(v + 1, z))], ("v", "z"))
 
@@ -43,7 +46,7 @@ y0 = U("y0", sps.y0, lambda x, a: -y1(x), ufunc=sps.y0)
 y1 = U("y1", sps.y1, lambda x, a: 0.5 * (y0(x) - yv(2.0, x)), ufunc=sps.y1)
 del U
 
-FUNCTIONS = {"iv": iv, "ive": ive, "jv": jv, "yv": yv, "kv": kv, "i0": i0, "i1": i1,
+FUNCTIONS = {"iv": iv, "ive": ive, "jv": jv, "yv": yv, "yn": yn, "kv": kv, "i0": i0, "i1": i1,
              "i0e": i0e, "i1e": i1e, "j0": j0, "j1": j1, "y0": y0, "y1": y1}
 #: numpy functions (NEP 18): none (these are ufuncs)
 NUMPY_FUNCTIONS: dict = {}

@@ -26,13 +26,15 @@ from tapead._core import Box
 #: scipy subpackage -> {scipy function name: the tapead function to call instead}
 SCIPY_EQUIVALENTS = {
     "scipy.special": {name: f"tapead.scipy.special.{name}" for name in
-                      ("logsumexp", "softmax", "log_softmax", "polygamma")},
+                      ("logsumexp", "softmax", "log_softmax", "polygamma",
+                       "multigammaln")},
     "scipy.linalg": dict(
         {name: f"tapead.scipy.linalg.{name}" for name in
-         ("solve_triangular", "cho_factor", "cho_solve", "expm", "cholesky")},
+         ("solve_triangular", "cho_factor", "cho_solve", "expm", "cholesky", "sqrtm",
+          "solve_sylvester", "solve_banded")},
         **{name: f"tapead.numpy.linalg.{name} (np.linalg.{name} dispatches to it)"
            for name in ("solve", "inv", "det", "eigh", "eigvalsh", "svd", "svdvals", "qr",
-                        "lstsq", "pinv")}),
+                        "lstsq", "pinv", "eig", "eigvals")}),
     "scipy.integrate": {"trapezoid": "np.trapezoid (which dispatches to tapead)"},
 }
 
@@ -40,13 +42,13 @@ SCIPY_EQUIVALENTS = {
 #: equal to the module); keys of SCIPY_EQUIVALENTS["scipy.stats"] are "norm.logpdf"
 STATS_METHODS = {
     "norm": ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf"),
-    "t": ("logpdf", "pdf"),
+    "t": ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"),
     "gamma": ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"),
     "chi2": ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"),
     "beta": ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"),
     "poisson": ("logpmf", "pmf", "cdf"),
     "dirichlet": ("logpdf", "pdf"),
-    "multivariate_normal": ("logpdf", "pdf"),
+    "multivariate_normal": ("logpdf", "pdf", "entropy"),
 }
 SCIPY_EQUIVALENTS["scipy.stats"] = {f"{d}.{m}": f"tapead.scipy.stats.{d}.{m}"
                                     for d, methods in STATS_METHODS.items() for m in methods}

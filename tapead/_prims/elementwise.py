@@ -139,7 +139,10 @@ exp2 = _unary("exp2", np.exp2, lambda x, a: a * LN2, saves=(), ufunc=np.exp2)
 log2 = _unary("log2", np.log2, lambda x, a: 1.0 / (x * LN2), ufunc=np.log2)
 log10 = _unary("log10", np.log10, lambda x, a: 1.0 / (x * LN10), ufunc=np.log10)
 arcsinh = _unary("arcsinh", np.arcsinh, lambda x, a: 1.0 / sqrt(x * x + 1.0), ufunc=np.arcsinh)
-arccosh = _unary("arccosh", np.arccosh, lambda x, a: 1.0 / sqrt(x * x - 1.0), ufunc=np.arccosh)
+# for complex z, 1 / sqrt(z^2 - 1) has the wrong sign where Re z < 0: the
+# principal branch's derivative is 1 / (sqrt(z - 1) sqrt(z + 1))
+arccosh = _unary("arccosh", np.arccosh, lambda x, a: 1.0 / (sqrt(x - 1.0) * sqrt(x + 1.0))
+                 if is_complex(x) else 1.0 / sqrt(x * x - 1.0), ufunc=np.arccosh)
 arctanh = _unary("arctanh", np.arctanh, lambda x, a: 1.0 / (1.0 - x * x), ufunc=np.arctanh)
 cbrt = _unary("cbrt", np.cbrt, lambda x, a: 1.0 / (3.0 * a * a), saves=(), ufunc=np.cbrt)
 UFUNCS[sps.expit] = sigmoid
@@ -167,7 +170,8 @@ sin.prim.fast_vjp = cos.prim.fast_vjp = _core.FAST_VJP["partner"]
 #: holomorphic functions: the same rules hold for complex values (JAX's convention:
 #: the cotangent of z is multiplied by f'(z), not its conjugate)
 _HOLOMORPHIC = ("neg", "pos", "sin", "cos", "tan", "exp", "log", "log1p", "expm1", "sqrt",
-                "tanh", "sinh", "cosh", "square", "reciprocal", "exp2", "log2", "log10")
+                "tanh", "sinh", "cosh", "square", "reciprocal", "exp2", "log2", "log10",
+                "arcsinh", "arccosh", "arctanh")
 for _name in _HOLOMORPHIC:
     BY_NAME[_name].prim.complex_ok = True
 cos_given_sin_p.complex_ok = sin_given_cos_p.complex_ok = True

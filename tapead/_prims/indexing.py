@@ -29,7 +29,7 @@ from tapead import _core
 from tapead._core import Box, Scatter, bind
 from tapead import patterns
 from tapead._prims.base import Primitive
-from tapead._prims import batching
+from tapead._prims import batching, integers
 from tapead.errors import BatchConcreteRead
 from tapead._prims.structural import broadcast_to, concatenate, reshape, stack, unbroadcast
 
@@ -194,8 +194,10 @@ getitem_p.defsparsity(patterns.MOVE)
 
 def getitem(x, idx):
     """``x[idx]`` with derivatives (slices, integers, integer arrays, masks)."""
-    if type(idx) is _core.Batched:
-        return _gather_lanes(x, idx)
+    if type(idx) is _core.Batched and type(idx.val) is np.ndarray:
+        return _gather_lanes(x, idx)     # each lane's plain index (argsort under vmap)
+    if has_box(idx):                     # traced integers: positions recomputed on replay
+        return integers.gather(x, idx)
     idx = _index_key(idx)
     if isinstance(x, Box):
         return bind(getitem_p, x, idx=idx)
@@ -407,6 +409,15 @@ def index_update(x, v, idx, mode="set"):
     """
     if mode not in _MODES:
         raise ValueError(f"index_update: mode must be 'set' or 'add', not {mode!r}")
+    if has_box(idx):
+        integers.split_index(idx, _core.shape_of(x))    # an index of integers
+        if mode == "add":                # traced integers: positions recomputed on replay
+            return integers.add_at(x, idx, v)
+        raise TypeError(
+            "x[i] = v with traced integers i: which write wins where i repeats depends on "
+            "the values, and tapead does not record that. Add instead "
+            "(tapead.numpy.at(x)[i].add(v - x[i]) when i does not repeat), build the "
+            "result with np.where, or compute i from concrete values")
     idx = _index_key(idx)
     if isinstance(x, Box) or has_box(v):
         if isinstance(v, (list, tuple)):          # y[:2] = [a, b] with a, b traced
@@ -460,11 +471,16 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     if out is not None:
         raise TypeError("take(..., out=...) cannot write a traced value into an array; "
                         "use the returned value")
-    if not isinstance(a, Box):
+    if not isinstance(a, Box) and not has_box(indices):
         return np.take(a, indices, axis=axis, mode=mode)
     if axis is None:
         a, axis = reshape(a, (-1,)), 0
     axis = axis % np.ndim(a)
+    if has_box(indices):                 # traced integers
+        if mode != "raise":
+            raise TypeError(f"take(..., mode={mode!r}) with traced indices: wrap or clip "
+                            "the positions before converting them to integers")
+        return getitem(a, (slice(None),) * axis + (indices,))
     ind = np.asarray(_index_key(indices))
     n = np.shape(a)[axis]
     if mode == "wrap":

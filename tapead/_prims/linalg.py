@@ -335,6 +335,7 @@ solve_p.defvjp(lambda g, ans, a, b: _unbroadcast(a, -matmul(solve(_mT(a), g), _m
 solve_p.defjvp(lambda t, ans, a, b: -solve(a, matmul(t, ans)),        # dx = -A^-1 dA x
                lambda t, ans, a, b: solve(a, t))
 _batched_jvps(solve_p, align=True)       # one stacked solve for K directions
+solve_p.complex_ok = True      # holomorphic: the rules (transposes, not conjugates) hold
 solve_p.defvmap(batching.leading_rule(solve_p, (2, 2)))
 solve_p.defsparsity(patterns.DENSE, reason="x = A^-1 b: every entry of x depends on every "
                     "entry of A and b")

@@ -1,5 +1,5 @@
-"""Matrix decompositions: cholesky, eigh, eigvalsh, qr (svd is in ``linalg_svd``),
-and a clear refusal for eig/eigvals.
+"""Matrix decompositions: cholesky, eigh, eigvalsh, qr, eig and eigvals (svd is in
+``linalg_svd``).
 
 Split from ``linalg`` along the seam between solves/inverses/determinants
 and factorisations; ``tapead.numpy.linalg`` and numpy's dispatch see one
@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from tapead._core import Box, bind
+from tapead._core import Box, bind, is_complex
 from tapead import patterns
 from tapead._prims.base import Primitive
 from tapead._prims import batching
@@ -22,6 +22,8 @@ from tapead._prims.contract import _dtype_of, einsum
 from tapead._prims.linalg import (_any_box, _batched_jvps, _lapack, _mT, _result_type, _row,
                                   _solve_right, _square, _sym, _tri, matmul, solve)
 from tapead.errors import NonDifferentiableError, ShapeError
+from tapead._prims.elementwise import conjugate, imag, real
+from tapead._prims.reductions import sum as _sum
 from tapead._prims.shape import concatenate, reshape
 
 _NOT_PD = ("cholesky needs a symmetric positive definite matrix: check that it is "
@@ -164,39 +166,69 @@ def _triangle_masks(n, UPLO, dtype):
 
 
 def _read_symmetric(t, UPLO):
-    """The symmetric matrix numpy's eigh sees in ``t``: the ``UPLO`` triangle
-    mirrored (the other triangle is never read)."""
-    full, strict = _triangle_masks(np.shape(t)[-1], UPLO, _dtype_of(t))
+    """The symmetric (Hermitian, for complex ``t``) matrix numpy's eigh sees in
+    ``t``: the ``UPLO`` triangle mirrored (the other triangle is never read; for
+    complex values LAPACK takes the diagonal's real part)."""
+    full, strict = _triangle_masks(np.shape(t)[-1], UPLO, _float_of(t))
+    if is_complex(t):
+        low = t * strict
+        return low + _mH(low) + real(t) * (full - strict)
     return t * full + _mT(t * strict)
 
 
 def _read_symmetric_adjoint(G, UPLO):
-    """Adjoint of ``_read_symmetric`` for a symmetric ``G``: twice ``G`` on the
-    read triangle's off-diagonal entries, ``G`` on the diagonal, 0 elsewhere."""
-    full, strict = _triangle_masks(np.shape(G)[-1], UPLO, _dtype_of(G))
+    """Adjoint of ``_read_symmetric`` for a symmetric (Hermitian) ``G``: twice
+    ``G`` on the read triangle's off-diagonal entries, ``G`` on the diagonal
+    (real for a Hermitian ``G``), 0 elsewhere."""
+    full, strict = _triangle_masks(np.shape(G)[-1], UPLO, _float_of(G))
     return G * (full + strict)
 
 
-def _eigh_jvp(t, ans, a, UPLO="L"):
+def _float_of(x):
+    """The real dtype of ``x`` (masks stay real for complex values)."""
+    return np.finfo(_dtype_of(x)).dtype
+
+
+def _mH(x):
+    return conjugate(_mT(x))
+
+
+def _eigh_parts(ans):
+    """(w, V) of the packed value; w real (the row of a complex pack is)."""
     w, V = ans[..., 0, :], ans[..., 1:, :]
-    M = matmul(_mT(V), matmul(_read_symmetric(t, UPLO), V))
+    return (real(w) if is_complex(w) else w), V
+
+
+def _eigh_jvp(t, ans, a, UPLO="L"):
+    w, V = _eigh_parts(ans)
+    cplx = is_complex(V)
+    M = matmul(_mH(V) if cplx else _mT(V), matmul(_read_symmetric(t, UPLO), V))
     dw = einsum("...ii->...i", M)
-    dV = matmul(V, _gap_inverse(w) * M)
-    return concatenate([_row(dw), dV], axis=-2)
+    dV = matmul(V, _gap_inverse(w) * M)               # JAX's gauge: (V^H dV)_ii = 0
+    return concatenate([_row(real(dw) if cplx else dw), dV], axis=-2)
 
 
 def _eigh_vjp(g, ans, a, UPLO="L"):
-    w, V = ans[..., 0, :], ans[..., 1:, :]
+    """The transpose of ``_eigh_jvp`` in JAX's convention (no conjugation of the
+    cotangent): K = diag(gw) + F o (V^T gV), the cotangent conj(V) K V^T
+    made Hermitian and read back through the triangle."""
+    w, V = _eigh_parts(ans)
+    cplx = is_complex(V)
     gw, gV = g[..., 0, :], g[..., 1:, :]
+    gw = real(gw) if is_complex(gw) else gw
     K = _row(gw) * np.eye(np.shape(w)[-1], dtype=_dtype_of(gw))
     if isinstance(gV, Box) or np.any(gV):            # skipped for eigenvalues only
         K = K + _gap_inverse(w) * matmul(_mT(V), gV)
+    if cplx:
+        G = matmul(conjugate(V), matmul(K, _mT(V)))
+        return _read_symmetric_adjoint(0.5 * (G + _mH(G)), UPLO)
     return _read_symmetric_adjoint(_sym(matmul(V, matmul(K, _mT(V)))), UPLO)
 
 
 eigh_p = Primitive("eigh", _eigh_impl, saves=())
 eigh_p.defjvp(_eigh_jvp)
 eigh_p.defvjp(_eigh_vjp)
+eigh_p.complex_ok = True        # Hermitian matrices: the rules above, in JAX's gauge
 _batched_jvps(eigh_p)
 eigh_p.defvmap(batching.leading_rule(eigh_p, (2,)))
 eigh_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
@@ -221,7 +253,11 @@ def eigh(a, UPLO="L"):
 
     Notes
     -----
-    The derivative of the eigenvectors needs **distinct eigenvalues**: it
+    A complex ``a`` is read as Hermitian (the triangle, with the diagonal's
+    real part); the eigenvalues are real, the eigenvectors complex, each
+    defined up to a phase: the derivatives take JAX's choice, ``V^H dV`` with
+    a zero diagonal, so compare phase-invariant quantities (``|V|^2``,
+    ``V diag(f(w)) V^H``).  The derivative of the eigenvectors needs **distinct eigenvalues**: it
     divides by the gaps ``w_j - w_i``.  At a repeated eigenvalue the rules
     raise ``LinAlgError``; at a nearly repeated one (relative gap below
     ``sqrt(eps)``) they warn.  The one exception: the gradient (reverse
@@ -247,7 +283,7 @@ def eigh(a, UPLO="L"):
     if not _any_box(a):
         return np.linalg.eigh(a, UPLO)
     p = bind(eigh_p, a, UPLO=UPLO)
-    return _EighResult(p[..., 0, :], p[..., 1:, :])
+    return _EighResult(*_eigh_parts(p))
 
 
 def eigvalsh(a, UPLO="L"):
@@ -342,43 +378,135 @@ def qr(a, mode="reduced"):
 
 
 # ---------------------------------------------------------------------------
-# eig / eigvals (general matrices): refused on traced values
+# eig (general matrices): w, V packed as one complex (..., n + 1, n) array [w; V]
 # ---------------------------------------------------------------------------
 
-def _eig_refusal(name):
-    return NonDifferentiableError(
-        f"np.linalg.{name} on a traced matrix: the eigen-decomposition of a general "
-        "(non-symmetric) matrix has complex eigenvalues and eigenvectors, which tapead "
-        "does not differentiate. For a symmetric matrix use np.linalg.eigh / eigvalsh "
-        "(differentiable; symmetrise with (a + a.T) / 2 if needed); for singular values "
-        "use np.linalg.svd; for det or trace use np.linalg.slogdet / np.trace.")
+_EigResult = _result_type("eig", np.eye(1))
+
+
+def _eig_impl(a):
+    w, v = np.linalg.eig(a)
+    ct = np.result_type(w.dtype, v.dtype, np.complex64)
+    return np.concatenate([w[..., None, :].astype(ct), v.astype(ct)], axis=-2)
+
+
+def _eig_gaps(w):
+    """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it; refuses a
+    repeated eigenvalue (where the eigenvectors have no derivative)."""
+    _, (wc,) = batching.stacked_values(w)
+    if wc.shape[-1] > 1 and wc.size:
+        d = np.where(np.eye(wc.shape[-1], dtype=bool), np.inf,
+                     np.abs(wc[..., None, :] - wc[..., :, None]))
+        scale = np.maximum(np.max(np.abs(wc)), np.finfo(np.float64).tiny)
+        if float(np.min(d)) / scale <= 100 * np.finfo(np.float64).eps:
+            raise np.linalg.LinAlgError(
+                "eig: a repeated eigenvalue, where the eigenvectors have no derivative "
+                "(any basis of the eigenspace is one); perturb the matrix, or, for a "
+                "function of the eigenvalues only, use reverse mode (ta.grad) once, "
+                "which does not need the gaps")
+    n = np.shape(w)[-1]
+    eye = np.eye(n, dtype=_dtype_of(w))
+    return (1.0 - eye) / (_row(w) - reshape(w, np.shape(w) + (1,)) + eye)
+
+
+def _eig_jvp(t, ans, a):
+    """JAX's rule with its eigenvector derivatives on: X = V^-1 dA V, dw = diag X,
+    dV = V (F o X) less each column's real part along itself (numpy's columns
+    have unit norm).  A column's phase stays JAX's choice: compare
+    phase-invariant quantities."""
+    w, V = ans[..., 0, :], ans[..., 1:, :]
+    X = solve(V, matmul(t, V))
+    dw = einsum("...ii->...i", X)
+    dV = matmul(V, _eig_gaps(w) * X)
+    dV = dV - V * _row(real(_sum(conjugate(V) * dV, axis=-2)))
+    return concatenate([_row(dw), dV], axis=-2)
+
+
+def _eig_vjp(g, ans, a):
+    """The transpose of ``_eig_jvp`` (JAX's convention): with
+    gV' = gV - conj(V) Re(sum(gV o V, rows)) and K = diag(gw) + F o (V^T gV'),
+    the cotangent of A is V^-T K V^T (its real part for a real A)."""
+    w, V = ans[..., 0, :], ans[..., 1:, :]
+    gw, gV = g[..., 0, :], g[..., 1:, :]
+    K = _row(gw) * np.eye(np.shape(w)[-1], dtype=_dtype_of(gw))
+    if isinstance(gV, Box) or np.any(gV):            # skipped for eigenvalues only
+        gV = gV - conjugate(V) * _row(real(_sum(gV * V, axis=-2)))
+        K = K + _eig_gaps(w) * matmul(_mT(V), gV)
+    gA = solve(_mT(V), matmul(K, _mT(V)))
+    return gA if is_complex(a) else real(gA)
+
+
+eig_p = Primitive("eig", _eig_impl, saves=())
+eig_p.defjvp(_eig_jvp)
+eig_p.defvjp(_eig_vjp)
+eig_p.complex_ok = True
+_batched_jvps(eig_p)
+eig_p.defvmap(batching.leading_rule(eig_p, (2,)))
+eig_p.defsparsity(patterns.DENSE, reason=patterns.MATRIX_FUNCTION)
+
+
+def _real_spectrum(v):
+    """Whether numpy's eig returns real arrays for the (real) matrix ``v``: all
+    imaginary parts exactly zero."""
+    v = np.asarray(v)
+    return bool(not np.iscomplexobj(v) and np.all(np.linalg.eigvals(v).imag == 0))
 
 
 def eig(a):
-    """``np.linalg.eig`` on plain arrays; refused (``NonDifferentiableError``) on traced
-    ones, with the differentiable alternatives (``eigh`` for symmetric matrices).
+    """Eigenvalues and (unit-norm) eigenvectors of a general matrix
+    (``np.linalg.eig``), with derivatives.
+
+    Parameters
+    ----------
+    a : (..., n, n) array
+        Real or complex.  Like numpy, a real matrix whose eigenvalues are all
+        real gives real results, else complex ones (which the recording guards:
+        a replay where this changes records again).
+
+    Returns
+    -------
+    EigResult(eigenvalues (..., n), eigenvectors (..., n, n))
+
+    Notes
+    -----
+    The rules are JAX's (``jax.lax.linalg.eig`` with its eigenvector
+    derivatives turned on): they need **distinct eigenvalues** (a repeated one
+    raises ``LinAlgError``, except for the gradient of a function of the
+    eigenvalues alone).  An eigenvector is defined up to a complex factor of
+    modulus 1; the derivative takes JAX's choice, so only phase-invariant
+    quantities (``|V|^2``, ``V diag(f(w)) V^-1``) are comparable across
+    libraries -- and with finite differences of numpy's own choice.
 
     >>> import numpy as np, tapead as ta
-    >>> ta.grad(lambda A: np.linalg.eig(A).eigenvalues.real.sum())(np.eye(2))
-    Traceback (most recent call last):
-      ...
-    tapead.errors.NonDifferentiableError: ...
+    >>> A = np.array([[2.0, 1.0], [0.5, 3.0]])
+    >>> g = ta.grad(lambda A: np.linalg.eig(A).eigenvalues.real.sum())(A)   # d trace = I
+    >>> bool(np.allclose(g, np.eye(2), rtol=0, atol=1e-14))
+    True
     """
-    if _any_box(a):
-        raise _eig_refusal("eig")
-    return np.linalg.eig(a)
+    if not _any_box(a):
+        return np.linalg.eig(a)
+    _square("eig", a)
+    p = bind(eig_p, a)
+    w, V = p[..., 0, :], p[..., 1:, :]
+    if not is_complex(a):
+        real_w = batching.guarded_values(lambda v: np.asarray(_real_spectrum(v)), a,
+                                         "whether eig's eigenvalues are real")
+        if real_w:
+            w, V = real(w), real(V)
+    return _EigResult(w, V)
 
 
 def eigvals(a):
-    """``np.linalg.eigvals`` on plain arrays; refused on traced ones (see ``eig``).
+    """The eigenvalues of a general matrix (``np.linalg.eigvals``), with
+    derivatives (see ``eig``; their gradient needs no gaps).
 
     >>> import numpy as np, tapead.numpy as tnp
     >>> np.round(tnp.linalg.eigvals(np.diag([1.0, 2.0])).real, 12).tolist()
     [1.0, 2.0]
     """
-    if _any_box(a):
-        raise _eig_refusal("eigvals")
-    return np.linalg.eigvals(a)
+    if not _any_box(a):
+        return np.linalg.eigvals(a)
+    return eig(a)[0]
 
 
 #: the names of ``tapead.numpy.linalg`` defined here

@@ -1,4 +1,5 @@
-"""scipy.linalg's functions: solve_triangular, cho_factor, cho_solve and expm.
+"""scipy.linalg's functions: solve_triangular, cho_factor, cho_solve, expm, sqrtm,
+solve_sylvester and solve_banded.
 
 ``solve_triangular`` and ``expm`` are primitives; ``cho_factor`` is numpy's
 Cholesky factor (``linalg_decomp.cholesky``) and ``cho_solve`` two triangular
@@ -18,8 +19,8 @@ from tapead._prims.base import Primitive
 from tapead._prims.contract import _dtype_of
 from tapead._prims.linalg import _any_box, _mT, _square, _unbroadcast, matmul
 from tapead._prims.linalg_decomp import _leading_axis_jvps, cholesky
-from tapead.errors import ShapeError
-from tapead._prims.shape import concatenate, reshape
+from tapead.errors import NonDifferentiableError, ShapeError
+from tapead._prims.shape import concatenate, reshape, stack
 
 
 # ---------------------------------------------------------------------------
@@ -224,5 +225,271 @@ def expm(A):
     return bind(expm_p, A)
 
 
+# ---------------------------------------------------------------------------
+# scipy's 2-d solvers over stacks of matrices (vmap's lanes, K directions)
+# ---------------------------------------------------------------------------
+
+def _over_stacks(fn, args, ranks, core):
+    """``fn`` (scipy, 2-d) of each matrix of the stacks ``args`` (argument k has
+    ``ranks[k]`` core axes, the leading ones broadcast), stacked; ``core``: the
+    core shape of the result (for stacks of no matrix)."""
+    lead = np.broadcast_shapes(*[np.shape(a)[:np.ndim(a) - r] for a, r in zip(args, ranks)])
+    if not lead:
+        return fn(*args)
+    args = [np.broadcast_to(a, lead + np.shape(a)[np.ndim(a) - r:])
+            for a, r in zip(args, ranks)]
+    outs = [fn(*[a[i] for a in args]) for i in np.ndindex(lead)]
+    if not outs:
+        return np.zeros(lead + tuple(core), dtype=np.result_type(*args, 1.0))
+    return np.stack(outs).reshape(lead + np.shape(outs[0]))
+
+
+# ---------------------------------------------------------------------------
+# solve_sylvester: A X + X B = Q
+# ---------------------------------------------------------------------------
+
+def _sylv_impl(a, b, q):
+    return _over_stacks(scipy.linalg.solve_sylvester, (a, b, q), (2, 2, 2), np.shape(q)[-2:])
+
+
+def _sylv(a, b, q):
+    return bind(solve_sylvester_p, a, b, q) if _any_box(a, b, q) else _sylv_impl(a, b, q)
+
+
+def _sylv_cotangent(g, a, b):
+    """The cotangent of Q: the adjoint equation A^T L + L B^T = G (transposes,
+    not conjugates: JAX's convention for complex values)."""
+    return _sylv(_mT(a), _mT(b), g)
+
+
+solve_sylvester_p = Primitive("solve_sylvester", _sylv_impl, saves=(0, 1))
+# dA X + A dX + dX B + X dB = dQ: dX solves the same equation with dQ - dA X - X dB
+solve_sylvester_p.defjvp(lambda t, x, a, b, q: _sylv(a, b, -matmul(t, x)),
+                         lambda t, x, a, b, q: _sylv(a, b, -matmul(x, t)),
+                         lambda t, x, a, b, q: _sylv(a, b, t))
+solve_sylvester_p.defvjp(
+    lambda g, x, a, b, q: _unbroadcast(a, -matmul(_sylv_cotangent(g, a, b), _mT(x))),
+    lambda g, x, a, b, q: _unbroadcast(b, -matmul(_mT(x), _sylv_cotangent(g, a, b))),
+    lambda g, x, a, b, q: _unbroadcast(q, _sylv_cotangent(g, a, b)))
+solve_sylvester_p.complex_ok = True      # the rules hold for complex matrices as written
+# scipy solves one 2-d equation at a time: stacks (lanes, K directions) one by one
+solve_sylvester_p.defvmap(batching.leading_rule(solve_sylvester_p, (2, 2, 2)))
+_leading_axis_jvps(solve_sylvester_p)
+
+
+def solve_sylvester(a, b, q):
+    """Solve ``a x + x b = q`` (``scipy.linalg.solve_sylvester``), with derivatives
+    in ``a``, ``b`` and ``q`` (each an adjoint equation of the same kind).
+
+    Parameters
+    ----------
+    a : (m, m) array
+    b : (n, n) array
+    q : (m, n) array
+        Real or complex.  The solution is unique when no eigenvalue of ``a`` is
+        the negative of one of ``b``.
+
+    >>> import numpy as np, tapead as ta
+    >>> from tapead.scipy.linalg import solve_sylvester
+    >>> float(ta.grad(lambda s: solve_sylvester(s * np.eye(2), np.eye(2), np.ones((2, 2))).sum())(1.0))
+    -1.0
+    """
+    if not _any_box(a, b, q):
+        return scipy.linalg.solve_sylvester(a, b, q)
+    m, n = _square("solve_sylvester", a), _square("solve_sylvester", b)
+    if tuple(np.shape(q)) != (m, n) or np.ndim(a) != 2 or np.ndim(b) != 2:
+        raise ShapeError(f"solve_sylvester: a is {np.shape(a)}, b is {np.shape(b)}, so q must "
+                         f"be ({m}, {n}); got {np.shape(q)}")
+    return bind(solve_sylvester_p, a, b, q)
+
+
+# ---------------------------------------------------------------------------
+# sqrtm: X X = A, so X dX + dX X = dA (a Sylvester equation for dX)
+# ---------------------------------------------------------------------------
+
+def _sqrtm_impl(a):
+    return _over_stacks(scipy.linalg.sqrtm, (a,), (2,), np.shape(a)[-2:])
+
+
+def _sqrtm_check(x):
+    """The derivative exists where the Sylvester operator Y -> X Y + Y X is
+    invertible: no two eigenvalues of X sum to 0 (A singular, or a square root
+    that is not the principal one).  Under vmap: every lane."""
+    _, (xc,) = batching.stacked_values(x)
+    if xc.size == 0:
+        return
+    w = np.linalg.eigvals(xc)
+    sums = np.abs(w[..., :, None] + w[..., None, :])
+    if sums.min() <= 1e3 * np.finfo(np.float64).eps * max(np.abs(w).max(), 1e-300):
+        raise NonDifferentiableError(
+            "sqrtm: the matrix is singular (or its square root has eigenvalues that sum "
+            "to zero), where the square root has no derivative; differentiate at a "
+            "nonsingular matrix")
+
+
+def _sqrtm_jvp(t, x, a):
+    _sqrtm_check(x)
+    return _sylv(x, x, t)
+
+
+def _sqrtm_vjp(g, x, a):
+    _sqrtm_check(x)
+    return _unbroadcast(a, _sylv(_mT(x), _mT(x), g))
+
+
+sqrtm_p = Primitive("sqrtm", _sqrtm_impl, saves=())
+sqrtm_p.defjvp(_sqrtm_jvp)
+sqrtm_p.defvjp(_sqrtm_vjp)
+sqrtm_p.complex_ok = True      # the rules hold for complex square roots as written
+sqrtm_p.defvmap(batching.leading_rule(sqrtm_p, (2,)))
+_leading_axis_jvps(sqrtm_p)
+
+
+def sqrtm(A, disp=True, blocksize=64):
+    """The principal matrix square root (``scipy.linalg.sqrtm``), with derivatives.
+
+    Parameters
+    ----------
+    A : (n, n) array
+        Nonsingular (the square root has no derivative at a singular matrix).
+        Like scipy, a real matrix with eigenvalues on the negative real axis
+        has a complex square root.
+
+    Returns
+    -------
+    (n, n) array X with X @ X = A.  Its derivative along E solves the
+    Sylvester equation X dX + dX X = E; the reverse rule solves the transposed
+    one, X^T G + G X^T = cotangent.
+    """
+    if not _any_box(A):
+        return scipy.linalg.sqrtm(A) if disp else scipy.linalg.sqrtm(A, disp=False)
+    if np.ndim(A) != 2:
+        raise ShapeError(f"sqrtm: A must be an (n, n) matrix; got shape {np.shape(A)}")
+    _square("sqrtm", A)
+    return bind(sqrtm_p, A)
+
+
+# ---------------------------------------------------------------------------
+# solve_banded: A x = b, A in LAPACK's band storage ab[u + i - j, j] = A[i, j]
+# ---------------------------------------------------------------------------
+
+def _band_rows(n, l, u):
+    """For each row r of the band storage: (r, offset, j0, j1): the entries
+    ab[r, j0:j1] are A[j + offset, j] (offset = r - u), the others unused."""
+    out = []
+    for r in range(l + u + 1):
+        off = r - u
+        out.append((r, off, max(0, -off), min(n, n - off)))
+    return out
+
+
+def _pad(x, axis, before, after):
+    """``x`` with zeros added along ``axis`` (negative)."""
+    width = [(0, 0)] * _core_ndim(x)
+    width[axis] = (before, after)
+    return np.pad(x, width)                          # a box: tapead's pad, by NEP 18
+
+
+def _core_ndim(x):
+    return len(np.shape(x))
+
+
+def _band_matvec(ab, x, l, u):
+    """A x for A in band storage (ab (..., l + u + 1, n), x (..., n, k))."""
+    n = np.shape(ab)[-1]
+    total = None
+    for r, off, j0, j1 in _band_rows(n, l, u):
+        if j1 <= j0:
+            continue
+        term = ab[..., r, j0:j1, None] * x[..., j0:j1, :]
+        term = _pad(term, -2, j0 + off, n - (j1 + off))
+        total = term if total is None else total + term
+    return total
+
+
+def _band_transpose(ab, l, u):
+    """The band storage of A^T ((u, l) bands): abT[k, j] = ab[l + u - k, j + k - l]."""
+    n = np.shape(ab)[-1]
+    rows = []
+    for k in range(l + u + 1):
+        r, s = l + u - k, k - l
+        rows.append(_pad(ab[..., r, s:], -1, 0, s) if s >= 0 else
+                    _pad(ab[..., r, :n + s], -1, -s, 0))
+    return stack(rows, axis=-2)
+
+
+def _band_outer(lam, x, l, u):
+    """The band part of -lam x^T (summed over the columns): the cotangent of ab,
+    zero at the storage's unused entries."""
+    n = np.shape(lam)[-2]
+    rows = []
+    for r, off, j0, j1 in _band_rows(n, l, u):
+        if j1 <= j0:
+            rows.append(np.zeros(np.broadcast_shapes(np.shape(lam)[:-2], np.shape(x)[:-2])
+                                 + (n,), dtype=_dtype_of(lam, x)))
+            continue
+        v = np.sum(lam[..., j0 + off:j1 + off, :] * x[..., j0:j1, :], axis=-1)
+        rows.append(_pad(-v, -1, j0, n - j1))
+    return stack(rows, axis=-2)
+
+
+def _banded_impl(ab, b, l, u):
+    return _over_stacks(lambda ab, b: scipy.linalg.solve_banded((l, u), ab, b), (ab, b),
+                        (2, 2), np.shape(b)[-2:])
+
+
+def _banded(ab, b, l, u):
+    return bind(solve_banded_p, ab, b, l=l, u=u) if _any_box(ab, b) else \
+        _banded_impl(ab, b, l, u)
+
+
+solve_banded_p = Primitive("solve_banded", _banded_impl, saves=(0,))
+solve_banded_p.defjvp(lambda t, x, ab, b, l, u: -_banded(ab, _band_matvec(t, x, l, u), l, u),
+                      lambda t, x, ab, b, l, u: _banded(ab, t, l, u))
+solve_banded_p.defvjp(
+    lambda g, x, ab, b, l, u: _unbroadcast(ab, _band_outer(
+        _banded(_band_transpose(ab, l, u), g, u, l), x, l, u)),
+    lambda g, x, ab, b, l, u: _unbroadcast(b, _banded(_band_transpose(ab, l, u), g, u, l)))
+solve_banded_p.complex_ok = True
+solve_banded_p.defvmap(batching.leading_rule(solve_banded_p, (2, 2)))
+_leading_axis_jvps(solve_banded_p)        # one stacked solve for the K directions
+
+
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    """Solve ``A x = b`` for a banded ``A`` (``scipy.linalg.solve_banded``), with
+    derivatives in the band ``ab`` and in ``b``.
+
+    Parameters
+    ----------
+    l_and_u : (int, int)
+        The numbers of nonzero lower and upper diagonals.
+    ab : (l + u + 1, n) array
+        ``A`` in LAPACK's band storage, ``ab[u + i - j, j] = A[i, j]``; the
+        unused corners are not read (their derivative is zero).
+    b : (n,) or (n, k) array
+
+    >>> import numpy as np, tapead as ta
+    >>> from tapead.scipy.linalg import solve_banded
+    >>> ab = np.array([[0.0, 1.0, 1.0], [4.0, 4.0, 4.0], [1.0, 1.0, 0.0]])
+    >>> g = ta.grad(lambda b: solve_banded((1, 1), ab, b).sum())(np.ones(3))
+    >>> bool(np.allclose(g, np.linalg.solve(np.array([[4., 1, 0], [1, 4, 1], [0, 1, 4]]).T,
+    ...                                      np.ones(3))))
+    True
+    """
+    l, u = (int(v) for v in l_and_u)
+    if not _any_box(ab, b):
+        return scipy.linalg.solve_banded((l, u), ab, b, overwrite_ab=overwrite_ab,
+                                         overwrite_b=overwrite_b, check_finite=check_finite)
+    sa, sb = np.shape(ab), np.shape(b)
+    if len(sa) != 2 or sa[0] != l + u + 1 or len(sb) not in (1, 2) or sb[0] != sa[1]:
+        raise ShapeError(f"solve_banded: with (l, u) = ({l}, {u}) ab must be ({l + u + 1}, n) "
+                         f"and b (n,) or (n, k); got ab {sa}, b {sb}")
+    if len(sb) == 1:                                 # a vector: one column
+        x = bind(solve_banded_p, ab, reshape(b, (sb[0], 1)), l=l, u=u)
+        return reshape(x, np.shape(x)[:-1])
+    return bind(solve_banded_p, ab, b, l=l, u=u)
+
+
 __all__ = []          # public names: tapead.scipy.linalg
-SCIPY_LINALG_NAMES = ["solve_triangular", "cho_factor", "cho_solve", "expm"]
+SCIPY_LINALG_NAMES = ["solve_triangular", "cho_factor", "cho_solve", "expm", "sqrtm",
+                      "solve_sylvester", "solve_banded"]

@@ -19,6 +19,7 @@ from tapead._prims.contract import _dtype_of, einsum
 from tapead._prims.linalg import _any_box, _mT, _result_type, _row, matmul
 from tapead._prims.linalg_decomp import _leading_axis_jvps
 from tapead.errors import NonDifferentiableError, ShapeError
+from tapead._prims.elementwise import conjugate, imag, real
 from tapead._prims.reductions import sum as _sum
 from tapead._prims.shape import concatenate, reshape
 
@@ -35,8 +36,13 @@ def _svd_impl(a):
 
 
 def _svd_parts(p, m):
-    """(U, s, Vh) of the packed value."""
-    return _mT(p[..., :m]), p[..., m], p[..., m + 1:]
+    """(U, s, Vh) of the packed value (s real: the column of a complex pack is)."""
+    s = p[..., m]
+    return _mT(p[..., :m]), (real(s) if is_complex(s) else s), p[..., m + 1:]
+
+
+def _mH(x):
+    return conjugate(_mT(x))
 
 
 def _check_singular_values(s, gaps: bool):
@@ -80,55 +86,70 @@ def _svd_gap_inverse(s):
 
 
 def _svd_jvp(t, ans, a):
-    """JAX's rule (``_svd_jvp_rule``) for real matrices: with dS = U^T dA V,
-    ds = diag(dS), dU = U (F o (dS S + S dS^T)), dV = V (F o (S dS + dS^T S)), plus
+    """JAX's rule (``_svd_jvp_rule``): with dS = U^H dA V, ds = Re diag(dS),
+    dU = U (F o (dS S + S dS^H) + D), dV = V (F o (S dS + dS^H S)), where D is
+    diagonal, i Im(dS_ii) / s_i (complex matrices: JAX's choice of phase), plus
     the parts of dA outside the span of U (tall) or of V (wide)."""
     m, n = np.shape(a)[-2:]
     U, s, Vh = _svd_parts(ans, m)
-    V = _mT(Vh)
+    cplx = is_complex(ans)
+    H = _mH if cplx else _mT
+    V = H(Vh)
     F = _svd_gap_inverse(s)
     dAV = matmul(t, V)
-    dS = matmul(_mT(U), dAV)
+    dS = matmul(H(U), dAV)
     ds = einsum("...ii->...i", dS)
     s_row, s_col = _row(s), reshape(s, np.shape(s) + (1,))
     dSS, SdS = dS * s_row, s_col * dS
-    dU = matmul(U, F * (dSS + _mT(dSS)))
-    dV = matmul(V, F * (SdS + _mT(SdS)))
+    dU = matmul(U, F * (dSS + H(dSS)))
+    if cplx:
+        ds = real(ds)
+        dU = dU + U * _row(1j * imag(einsum("...ii->...i", dS)) / s)
+    dV = matmul(V, F * (SdS + H(SdS)))
     if m > n:
         dU = dU + (dAV - matmul(U, dS)) / s_row
     if n > m:
-        dAtU = matmul(_mT(t), U)
-        dV = dV + (dAtU - matmul(V, matmul(Vh, dAtU))) / s_row
-    return concatenate([_mT(dU), reshape(ds, np.shape(ds) + (1,)), _mT(dV)], axis=-1)
+        dAhU = matmul(H(t), U)
+        dV = dV + (dAhU - matmul(V, matmul(Vh, dAhU))) / s_row
+    return concatenate([_mT(dU), reshape(ds, np.shape(ds) + (1,)), H(dV)], axis=-1)
 
 
 def _svd_vjp(g, ans, a):
-    """The transpose of ``_svd_jvp`` (autograd's ``grad_svd``, real case)."""
+    """The transpose of ``_svd_jvp`` (autograd's ``grad_svd`` for real
+    matrices) in JAX's convention for complex ones (no conjugation of the
+    cotangent): with A_U = U^T gU and A_V = conj(Vh) gVh^H,
+    G = diag(gs) + (F o (A_U - A_U^H)) S + S (F o (A_V - A_V^H)) [+ i Im diag(A_U) / s],
+    the cotangent of A is conj(U) G conj(Vh) plus the tall/wide parts."""
     m, n = np.shape(a)[-2:]
     U, s, Vh = _svd_parts(ans, m)
     gU, gs, gVh = _svd_parts(g, m)
+    cplx = is_complex(ans)
+    Uc, Vhc = (conjugate(U), conjugate(Vh)) if cplx else (U, Vh)
     k = np.shape(s)[-1]
-    eye = np.eye(k, dtype=_dtype_of(g))
+    eye = np.eye(k, dtype=_dtype_of(gs))
     inner = _row(gs) * eye                             # diag(gs)
     vectors = isinstance(gU, Box) or isinstance(gVh, Box) or np.any(gU) or np.any(gVh)
     if not vectors:                                    # singular values only: no gaps
         _check_singular_values(s, gaps=False)
-        return matmul(U, matmul(inner, Vh))
-    V, gV = _mT(Vh), _mT(gVh)
+        return matmul(Uc, matmul(inner, Vhc))
+    H = _mH if cplx else _mT
     F = _svd_gap_inverse(s)
     s_row, s_col = _row(s), reshape(s, np.shape(s) + (1,))
-    UtgU, VtgV = matmul(_mT(U), gU), matmul(Vh, gV)
-    inner = (inner + (F * (UtgU - _mT(UtgU))) * s_row
-             + s_col * (F * (VtgV - _mT(VtgV))))
-    gA = matmul(U, matmul(inner, Vh))
+    AU = matmul(_mT(U), gU)
+    AV = matmul(Vhc, H(gVh)) if cplx else matmul(Vh, _mT(gVh))
+    inner = inner + (F * (AU - H(AU))) * s_row + s_col * (F * (AV - H(AV)))
+    if cplx:
+        inner = inner + _row(1j * imag(einsum("...ii->...i", AU)) / s) * eye
+    gA = matmul(Uc, matmul(inner, Vhc))
     if m > n:                                          # (I - U U^T) gU S^-1 V^T
-        gA = gA + matmul((gU - matmul(U, UtgU)) / s_row, Vh)
+        gA = gA + matmul((gU - matmul(Uc, AU)) / s_row, Vhc)
     if n > m:                                          # U S^-1 gV^T (I - V V^T)
-        gA = gA + matmul(U / s_row, _mT(gV) - matmul(_mT(VtgV), Vh))
+        gA = gA + matmul(Uc / s_row, gVh - matmul(matmul(gVh, _mT(Vh)), Vhc))
     return gA
 
 
 svd_p = Primitive("svd", _svd_impl, saves=())          # the rules read a's shape only
+svd_p.complex_ok = True        # complex matrices: the rules above, in JAX's phase
 svd_p.defvmap(batching.leading_rule(svd_p, (2,)))
 svd_p.defjvp(_svd_jvp)
 svd_p.defvjp(_svd_vjp)
@@ -136,18 +157,22 @@ _leading_axis_jvps(svd_p)
 
 
 def _svd_values_jvp(t, s, a):
-    """ds = diag(U^T dA V), with U, V of the (traced) reduced decomposition."""
+    """ds = Re diag(U^H dA V), with U, V of the (traced) reduced decomposition."""
     _check_singular_values(s, gaps=False)
     U, _, Vh = _svd_parts(bind(svd_p, a) if isinstance(a, Box) else _svd_impl(a),
                           np.shape(a)[-2])
+    if is_complex(U):
+        return real(_sum(conjugate(U) * matmul(t, _mH(Vh)), axis=-2))
     return _sum(U * matmul(t, _mT(Vh)), axis=-2)
 
 
 def _svd_values_vjp(g, s, a):
-    """U diag(g) V^T."""
+    """U diag(g) V^T (conj(U) diag(g) conj(Vh) for complex matrices)."""
     _check_singular_values(s, gaps=False)
     U, _, Vh = _svd_parts(bind(svd_p, a) if isinstance(a, Box) else _svd_impl(a),
                           np.shape(a)[-2])
+    if is_complex(U):
+        return matmul(conjugate(U) * _row(g), conjugate(Vh))
     return matmul(U * _row(g), Vh)
 
 
@@ -157,6 +182,7 @@ svd_values_p.defvmap(batching.leading_rule(svd_values_p, (2,)))
 svd_values_p.defjvp(_svd_values_jvp)
 svd_values_p.defvjp(_svd_values_vjp)
 _leading_axis_jvps(svd_values_p)           # one SVD for all K directions
+svd_values_p.complex_ok = True
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
@@ -166,7 +192,7 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     Parameters
     ----------
     a : (..., m, n) array
-        Real; leading axes are a stack of matrices.
+        Real or complex; leading axes are a stack of matrices.
     full_matrices : bool
         As numpy.  On a traced non-square ``a`` with ``compute_uv=True`` the
         extra ``|m - n|`` columns of U (or rows of Vh) are an arbitrary
@@ -197,7 +223,11 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     derivative of functions symmetric in the repeated values (their sum, a
     norm), since the values themselves cross there.  Singular vectors are
     defined up to a joint sign flip of ``U[:, i]`` and ``Vh[i]``: compare
-    sign-invariant quantities (``U * U``, ``U @ diag(f(s)) @ Vh``).
+    sign-invariant quantities (``U * U``, ``U @ diag(f(s)) @ Vh``).  For complex
+    matrices the vectors are defined up to a joint phase ``e^{i t}`` of
+    ``U[:, i]`` and ``Vh[i]``; the derivatives take JAX's choice (the phase
+    moves with ``U``), so compare phase-invariant quantities (``|U|^2``,
+    ``U @ diag(f(s)) @ Vh``).
 
     >>> import numpy as np, tapead as ta
     >>> a = np.array([[3.0, 0.0], [0.0, 2.0], [0.0, 0.0]])
@@ -213,9 +243,6 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     if len(s) < 2:
         raise ShapeError(f"svd: a must be a matrix or a stack of them, shape (..., m, n); "
                          f"got shape {s}")
-    if is_complex(a):
-        raise NonDifferentiableError("svd: tapead differentiates the SVD of real matrices "
-                                     "only; split a complex matrix into real blocks")
     if not compute_uv:
         return bind(svd_values_p, a)
     m, n = s[-2:]

@@ -146,6 +146,10 @@ def _extremum(name, npfunc):
     prim.defvmap(batching.axis_rule(prim))
     prim.defsparsity(patterns.REDUCTION, reason="which element is the extremum moves with "
                      "the values: structurally the whole group along the axis")
+    # complex values are ordered lexicographically (real part, then imaginary part)
+    # by numpy and JAX alike; the extremum is then one of the elements, so the
+    # rules (select it, split ties) hold for complex values as they are
+    prim.complex_ok = True
 
     def func(a, axis=None, out=None, keepdims=False, initial=np._NoValue, where=np._NoValue,
              **kw):
@@ -241,6 +245,7 @@ def _prod_batched(tans, ans, vals, params, K):
 prod_p.defbatched(_prod_batched)
 prod_p.defvmap(batching.axis_rule(prod_p))
 prod_p.defsparsity(patterns.REDUCTION)
+prod_p.complex_ok = True      # holomorphic: the partials hold for complex values
 
 
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=np._NoValue,

@@ -78,6 +78,9 @@ gammaln = U("gammaln", sps.gammaln, lambda x, a: digamma(x), ufunc=sps.gammaln)
 gamma = U("gamma", sps.gamma, lambda x, a: a * digamma(x), ufunc=sps.gamma)
 erf = U("erf", sps.erf, lambda x, a: TWO_OVER_SQRT_PI * exp(-(x * x)), ufunc=sps.erf)
 erfc = U("erfc", sps.erfc, lambda x, a: -TWO_OVER_SQRT_PI * exp(-(x * x)), ufunc=sps.erfc)
+# holomorphic (scipy takes complex z): the rules hold for complex values, in
+# JAX's convention (the cotangent times f'(z)); JAX's own erf refuses complex
+erf.prim.complex_ok = erfc.prim.complex_ok = True
 logit = U("logit", sps.logit, lambda x, a: 1.0 / (x * (1.0 - x)), ufunc=sps.logit)
 expit = sigmoid                      # the same function as tapead.numpy.sigmoid
 del U

@@ -25,6 +25,8 @@ from tapead._prims import elementwise as ew
 from tapead._prims import batching, beta_kernel, gamma_kernel
 from tapead._prims.base import Primitive, defelementwise, defzero
 from tapead._prims.elementwise import exp, unbroadcast
+from tapead._prims.reductions import sum as _sum
+from tapead._prims.structural import stack
 from tapead._prims.special import (digamma, gammaln, keep_float_dtype, polygamma, xlog1py,
                                    xlogy)
 from tapead.errors import NonDifferentiableError
@@ -259,6 +261,63 @@ betainc = ufunc_primitive(
 NOTES["betainc"] = (f"derivatives in a, b up to order {beta_kernel.MAX_ORDER} "
                     "(a higher one is refused)")
 
+# Student's t distribution function: stdtr(df, t) ------------------------------
+def _t_density(df, t):
+    """The t density, d/dt stdtr(df, t), with tapead operations (every order)."""
+    half = 0.5 * (df + 1.0)
+    return exp(gammaln(half) - gammaln(0.5 * df) - 0.5 * ew.log(df * math.pi)
+               - half * ew.log1p(t * t / df))
+
+
+def _stdtr_ddf(ans, df, t):
+    """d stdtr / d df.  With w = df / (df + t^2) and I = betainc(df/2, 1/2, w),
+    stdtr = 1 - I/2 for t > 0 and I/2 for t < 0, so the derivative is
+    -sign(t)/2 (dI/da / 2 + dI/dw t^2 / (df + t^2)^2); at t = 0 (stdtr = 1/2
+    for every df) it is 0, computed at a stand-in t there."""
+    zero = batching.elementwise_values(lambda v: np.asarray(v) == 0, batching.value_of(t))
+    at_zero = batching.reduce_values(np.any, zero)
+    if at_zero:
+        if isinstance(t, Box):
+            raise NonDifferentiableError(
+                "scipy.special.stdtr: at t == 0 tapead has the derivative in df (zero) "
+                "but not that derivative's derivative in t (the incomplete beta "
+                "function's density is infinite there); move t off 0, or pass df as a "
+                "constant")
+        t = ew.where(zero, 1.0, t)
+    r = df + t * t
+    w = df / r
+    h = 0.5 * df
+    d = 0.5 * betainc_dab(h, 0.5, w, 1, 0) + _betainc_dx(None, h, 0.5, w) * (t * t) / (r * r)
+    return -0.5 * ew.sign(t) * (ew.where(zero, 0.0, d) if at_zero else d)
+
+
+stdtr = ufunc_primitive("stdtr", sps.stdtr,
+                        [_stdtr_ddf, lambda ans, df, t: _t_density(df, t)], ("df", "t"))
+NOTES["stdtr"] = (f"derivatives in df up to order {beta_kernel.MAX_ORDER} (through "
+                  "betainc); at t == 0 the derivative in df is not differentiated again "
+                  "in t (refused)")
+
+
+def multigammaln(a, d):
+    """``scipy.special.multigammaln(a, d)``: the log of the multivariate gamma
+    function of dimension ``d`` (a constant int), ``d (d - 1) / 4 log(pi) +
+    sum_j gammaln(a - (j - 1) / 2)``, differentiable in ``a`` (every order).
+    Like scipy, it needs ``a > (d - 1) / 2`` (ValueError otherwise)."""
+    if isinstance(d, Box) or np.ndim(d) != 0 or int(d) != d or int(d) < 1:
+        raise ValueError(f"multigammaln: d must be a positive integer constant; got {d!r}")
+    d = int(d)
+    if not isinstance(a, Box):                       # float32 kept, as for the ufuncs
+        out = sps.multigammaln(a, d)
+        dt = np.result_type(a)
+        return np.asarray(out, dtype=dt)[()] if dt.kind == "f" and dt != out.dtype else out
+    _, (ac,) = batching.stacked_values(a)            # under vmap: every lane's
+    if np.any(ac <= 0.5 * (d - 1)):
+        raise ValueError(f"multigammaln: condition a ({float(ac.min())}) > 0.5 * (d-1) "
+                         f"({0.5 * (d - 1)}) not met")
+    terms = stack([gammaln(a - (j - 1.0) / 2.0) for j in range(1, d + 1)])
+    return (d * (d - 1) * 0.25) * math.log(math.pi) + _sum(terms, axis=0)
+
+
 # error function inverses and the normal distribution ------------------------
 erfinv = _unary("erfinv", sps.erfinv, lambda x, a: SQRT_PI_OVER_2 * exp(a * a))
 erfcinv = _unary("erfcinv", sps.erfcinv, lambda x, a: -SQRT_PI_OVER_2 * exp(a * a))
@@ -270,6 +329,6 @@ ndtri = _unary("ndtri", sps.ndtri, lambda x, a: SQRT_2PI * exp(0.5 * (a * a)))
 FUNCTIONS = {"gammasgn": gammasgn, "rgamma": rgamma, "beta": beta, "betaln": betaln,
              "gammainc": gammainc, "gammaincc": gammaincc, "betainc": betainc,
              "erfinv": erfinv, "erfcinv": erfcinv, "ndtr": ndtr, "log_ndtr": log_ndtr,
-             "ndtri": ndtri}
+             "ndtri": ndtri, "multigammaln": multigammaln, "stdtr": stdtr}
 #: numpy functions (NEP 18): none (these are ufuncs)
 NUMPY_FUNCTIONS: dict = {}

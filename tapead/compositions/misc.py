@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from tapead._core import Box, concrete, guard_value, lanes_of, shape_of
+from tapead._core import Box, concrete, guard_value, is_complex, lanes_of, shape_of
 from tapead._prims import batching
 from tapead._prims.piecewise import (  # noqa: F401  (re-exported)
     _copysign_one, around, ceil, fix, floor, heaviside, rint, round, trunc)
@@ -483,6 +483,33 @@ def searchsorted(a, v, side="left", sorter=None):
                     "a searchsorted")
 
 
+def iscomplex(x):
+    """``np.iscomplex`` of the value: plain booleans (a nonzero imaginary part),
+    guarded on replay."""
+    return _decided(np.iscomplex, (x,), {}, "an iscomplex")
+
+
+def isreal(x):
+    """``np.isreal`` of the value: plain booleans, guarded on replay."""
+    return _decided(np.isreal, (x,), {}, "an isreal")
+
+
+def iscomplexobj(x):
+    """``np.iscomplexobj``: whether the dtype is complex (no value is read)."""
+    return bool(is_complex(x))
+
+
+def isrealobj(x):
+    """``np.isrealobj``: whether the dtype is not complex (no value is read)."""
+    return not is_complex(x)
+
+
+def digitize(x, bins, right=False):
+    """``np.digitize`` of the values: plain integers (no derivative), guarded
+    like ``searchsorted``."""
+    return _decided(np.digitize, (x, bins), dict(right=right), "a digitize")
+
+
 UFUNCS.update({np.radians: deg2rad, np.degrees: rad2deg,
                np.isfinite: isfinite, np.isnan: isnan, np.isinf: isinf,
                np.signbit: signbit})
@@ -495,7 +522,9 @@ NUMPY_FUNCTIONS = {
     np.cross: cross, np.polyval: polyval, np.interp: interp,
     np.meshgrid: meshgrid, np.convolve: convolve,
     np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal,
-    np.array_equiv: array_equiv, np.searchsorted: searchsorted,
+    np.array_equiv: array_equiv, np.searchsorted: searchsorted, np.digitize: digitize,
+    np.iscomplex: iscomplex, np.isreal: isreal, np.iscomplexobj: iscomplexobj,
+    np.isrealobj: isrealobj,
 }
 #: methods of traced arrays : name -> function(x, *args, **kw)
 TRACER_METHODS = {"searchsorted": searchsorted}
@@ -506,4 +535,5 @@ __all__ = ["floor", "ceil", "rint", "trunc", "fix", "round", "around", "heavisid
            "degrees", "sinc", "diff", "average", "linspace", "cross", "polyval", "interp",
            "meshgrid", "convolve",
            "isclose", "allclose", "array_equal", "array_equiv", "isfinite", "isnan",
-           "isinf", "signbit", "searchsorted"]
+           "isinf", "signbit", "searchsorted", "digitize", "iscomplex", "isreal",
+           "iscomplexobj", "isrealobj"]

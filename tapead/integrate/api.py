@@ -18,7 +18,7 @@ from tapead import _core
 from tapead._core import Box
 from tapead._prims.elementwise import astype
 from tapead._tree import tree_flatten
-from tapead.implicit import closure_inputs
+from tapead import closures
 from tapead.integrate.problems import IVP_METHODS, ODEINT, Settings, UserProblem
 from tapead.integrate.rules import solve_node
 from tapead.integrate import solvers
@@ -124,8 +124,8 @@ def _integrate(name, func, y0, ts, args, settings, t_bound=None):
     y_shape = tuple(_core.shape_of(y0)) if isinstance(y0, Box) else np.shape(y0)
     leaves, tree = tree_flatten(tuple(args))
     float_pos = [k for k, v in enumerate(leaves) if _is_float_leaf(v)]
-    cells, theta = closure_inputs(func)
-    diff = [leaves[k] for k in float_pos] + list(theta)
+    cells = closures.find(func)
+    diff = [leaves[k] for k in float_pos] + list(cells.values)
     problem = UserProblem(func, y_shape, tree, leaves, float_pos, leaf_shapes(diff), cells,
                           settings, name="fun" if name == "solve_ivp" else "func")
     N = np.shape(_core.concrete(ts))[0]
@@ -299,7 +299,7 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     if args is not None and not isinstance(args, tuple):
         args = (args,)
     leaves = tree_flatten((y0, t_span, t_eval, args))[0]
-    traced = any(isinstance(v, Box) for v in leaves) or bool(closure_inputs(fun)[1])
+    traced = any(isinstance(v, Box) for v in leaves) or bool(closures.find(fun))
     if not traced:
         return scipy.integrate.solve_ivp(fun, t_span, y0, method=method, t_eval=t_eval,
                                          dense_output=dense_output, events=events,

@@ -32,7 +32,6 @@ import numpy as np
 
 from tapead._core import Box
 from tapead._tree import tree_unflatten
-from tapead.implicit import swapped_closure
 from tapead.integrate.kernels import RhsKernel, as_state_vector
 import tapead.numpy as tnp
 from tapead.transforms import jacfwd, jvp, vjp
@@ -160,8 +159,8 @@ class UserProblem(Problem):
         Positions of the float leaves in ``arg_leaves``.
     p_shapes : list of tuple
         Shapes of the float leaves, then of the closure's traced values.
-    cells : list
-        The closure cells holding traced values (``implicit.closure_inputs``).
+    cells : Closure
+        The traced values ``func`` closes over (a ``tapead.closures.Closure``).
     settings : Settings
     """
 
@@ -183,7 +182,7 @@ class UserProblem(Problem):
         args = tree_unflatten(self.arg_tree, args)
         closure = leaves[len(self.float_pos):]
         if self.cells:
-            with swapped_closure(self.cells, closure):
+            with self.cells.swapped(closure):
                 return self.func(y, t, *args)
         return self.func(y, t, *args)
 
@@ -228,7 +227,7 @@ class UserEvaluator(Evaluator):
     def __enter__(self):
         prob = self.problem
         if prob.cells:
-            self._swap = swapped_closure(prob.cells, self.leaves[len(prob.float_pos):])
+            self._swap = prob.cells.swapped(self.leaves[len(prob.float_pos):])
             self._swap.__enter__()
         return self
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from tapead import _core, _prims, compositions
 from tapead._core import concrete
-from tapead._prims import batching, construct, indexing, linalg, shape
+from tapead._prims import batching, construct, indexing, integers, linalg, shape
 from tapead._prims import elementwise as ew
 from tapead._prims.conversion_hint import array_message
 from tapead.compositions import misc, numpy_extra
@@ -138,4 +138,6 @@ _core.install_generic(ew.BINARY, ew.UNARY, {
     "__array_function__": _array_function,
     "array_message": array_message,
     "batch_compare": batching.batch_compare,
+    "integer_value": integers.integer_value,
+    "array_value": integers.array_value,
 })

@@ -21,6 +21,7 @@ from tapead.scaly.calls import broadcast, window
 from tapead.scaly import control_batched, control_rules  # noqa: F401  (op table entries)
 from tapead.scaly.control_custom import custom_derivative
 from tapead.scaly.control_spec import LoopSpec, check_function as _check_function
+from tapead.scaly.control_spec import closure_converted
 from tapead.scaly.errors import LayoutError, ScalyShapeError
 from tapead.scaly.expr import Expr, as_expr, const, make_node
 from tapead.scaly.types import TensorType, dtypes
@@ -241,9 +242,11 @@ def scan(body, init, xs=(), length=None, index=False, reverse=False, trip=None,
     >>> run([1.0, 2.0, 3.0])
     (np.float64(6.0), array([0., 2., 9.]))
     """
-    body = _check_function(body, "sc.scan's body")
+    body = _check_function(body, "sc.scan's body", captured_ok=True)
     where = f"sc.scan({body.name})"
     xs = list(xs) if isinstance(xs, (tuple, list)) else [xs]
+    (body,), extra = closure_converted([body])     # captured symbols: whole at every step
+    xs += [broadcast(e) for e in extra]
     carry_layouts, carries, was_tuple = _carries(body, init, where)
     m, n_idx = len(carry_layouts), 1 if index else 0
     if index:
@@ -374,13 +377,15 @@ def while_loop(cond, body, init, max_iter=None, params=(), index=False, max_traj
     >>> root(np.array(2.0))
     (np.float64(1.414213562373095), np.int64(5))
     """
-    cond = _check_function(cond, "sc.while_loop's condition")
-    body = _check_function(body, "sc.while_loop's body")
+    cond = _check_function(cond, "sc.while_loop's condition", captured_ok=True)
+    body = _check_function(body, "sc.while_loop's body", captured_ok=True)
     where = f"sc.while_loop({cond.name}, {body.name})"
     if max_iter is None:
         raise ValueError(f"{where}: give max_iter=, the most steps the loop may take")
     max_iter = _count(max_iter, f"{where}: max_iter")
     params = list(params) if isinstance(params, (tuple, list)) else [params]
+    (cond, body), extra = closure_converted([cond, body])   # captured symbols: params
+    params += extra
     carry_layouts, carries, was_tuple = _carries(body, init, where)
     m, n_idx = len(carry_layouts), 1 if index else 0
     if index:
@@ -467,7 +472,9 @@ def cond(selector, branches, *operands):
     if not branches:
         raise ValueError("sc.cond needs at least one branch")
     for k, fn in enumerate(branches):
-        _check_function(fn, f"sc.cond's branch {k}")
+        _check_function(fn, f"sc.cond's branch {k}", captured_ok=True)
+    branches, extra = closure_converted(branches)     # captured symbols: more operands
+    operands = tuple(operands) + tuple(extra)
     first = branches[0]
     where = f"sc.cond({', '.join(f.name for f in branches)})"
     if not isinstance(selector, Expr):

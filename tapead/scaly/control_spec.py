@@ -159,11 +159,28 @@ class LoopSpec:
 # building Functions from expressions
 # ---------------------------------------------------------------------------
 
-def check_function(fn, what: str):
-    """``fn``, which must be an ``sc.Function`` (``what`` names it in the error)."""
+def check_function(fn, what: str, captured_ok: bool = False):
+    """``fn``, which must be an ``sc.Function`` (``what`` names it in the error);
+    one that captured symbols of an enclosing Function only with
+    ``captured_ok`` (the caller passes them in, ``closure_converted``)."""
     if not isinstance(fn, Function):
         raise TypeError(f"{what} must be an sc.Function (made with @sc.function), got {fn!r}")
-    return fn
+    return fn if captured_ok else fn.closed(what)
+
+
+def closure_converted(fns: Sequence[Function]) -> Tuple[List[Function], List[Expr]]:
+    """``(fns', extra)``: Functions that captured symbols of the Function being
+    defined take all of them (``extra``, in first-use order) as further
+    trailing parameters, so that a loop or branch passes them in."""
+    extra, seen = [], set()
+    for fn in fns:
+        for node in fn.captured:
+            if node.id not in seen:
+                seen.add(node.id)
+                extra.append(node)
+    if not extra:
+        return list(fns), []
+    return [fn.with_inputs(extra) for fn in fns], extra
 
 
 def fresh(base: str, taken: set) -> str:

@@ -18,7 +18,7 @@ from tapead.scaly import layout as lay
 from tapead.scaly import tracing
 from tapead.scaly.calls import EVALUATION_KEEPS, call_nodes, expand_calls
 from tapead.scaly.errors import LayoutError, ScalyShapeError, UnknownNameError
-from tapead.scaly.expr import Expr, as_expr, sym, topo_order
+from tapead.scaly.expr import Expr, as_expr, substitute, sym, topo_order
 from tapead.scaly.lower import LoweredProgram, free_inputs
 from tapead.scaly.types import TensorType, dtypes
 from tapead.scaly.simplify import simplify
@@ -63,10 +63,16 @@ class Function:
         self.output_leaves = lay.leaves([output_layout])
         self._check_names()
         free = free_inputs(self.outputs, self.inputs)
-        if free:
-            names = ", ".join(repr(n.attrs["name"]) for n in free)
-            raise LayoutError(f"function {name}: the outputs depend on symbols {names} that "
-                              "are not inputs of the function; declare them as inputs")
+        #: input nodes of an enclosing Function that this one uses without
+        #: declaring them (a Function defined while another one's body is
+        #: traced: a closure); the loops and branches pass them in
+        #: (``with_inputs``), anything else refuses the Function (``closed``)
+        self.captured: List[Expr] = []
+        if free and tracing.tracing():
+            self.captured = free
+        elif free:
+            raise LayoutError(self._free_message(free))
+        self._with: Dict[tuple, "Function"] = {}
         self._programs: Dict[bool, LoweredProgram] = {}
         self._simplified: Optional[List[Expr]] = None
         self._expanded: Optional[List[Expr]] = None
@@ -83,6 +89,51 @@ class Function:
                     raise LayoutError(f"function {self.name}: the {what} name {n!r} is "
                                       "used twice; give every leaf its own name")
                 seen.add(n)
+
+    # -- closures -----------------------------------------------------------
+    def _free_message(self, free) -> str:
+        names = ", ".join(repr(n.attrs["name"]) for n in free)
+        return (f"function {self.name}: the outputs depend on symbols {names} that are not "
+                "inputs of the function; declare them as inputs")
+
+    def closed(self, what: str) -> "Function":
+        """``self``, refused (LayoutError) when it captured symbols of an
+        enclosing Function: only sc.scan, sc.while_loop and sc.cond pass them in."""
+        if self.captured:
+            raise LayoutError(
+                self._free_message(self.captured) + f" (it uses them from the function "
+                f"being defined, a closure: {what} cannot pass them in; the bodies of "
+                "sc.scan and sc.while_loop and the branches of sc.cond can)")
+        return self
+
+    def with_inputs(self, extra: Sequence[Expr]) -> "Function":
+        """This Function with the input nodes ``extra`` (its captured symbols,
+        and maybe others) as further trailing parameters: its closure made
+        explicit (a parameter whose name is taken is renamed)."""
+        key = tuple(e.id for e in extra)
+        fn = self._with.get(key)
+        if fn is not None:
+            return fn
+        taken = set(self.input_names)
+        own = {i.id for i in self.inputs}
+        new_inputs, mapping = [], {}
+        for node in extra:
+            name, k = node.attrs["name"], 2
+            while name in taken:
+                name, k = f"{node.attrs['name']}_{k}", k + 1
+            taken.add(name)
+            new = node if name == node.attrs["name"] and node.id not in own else \
+                sym(name, node.type)
+            if new is not node:
+                mapping[node.id] = new
+            new_inputs.append(new)
+        outputs = substitute(self.outputs, mapping) if mapping else list(self.outputs)
+        params = list(self.params) + [leaf_like(self.style, n.attrs["name"], n.type)
+                                      for n in new_inputs]
+        fn = Function(self.name, params, self.output_layout, self.inputs + new_inputs,
+                      outputs, self.style)
+        self._with[key] = fn
+        return fn
 
     # -- names --------------------------------------------------------------
     @property
@@ -115,6 +166,8 @@ class Function:
     # -- calling ----------------------------------------------------------
     def __call__(self, *args):
         """Evaluate on numbers (numpy results) or build call nodes on expressions."""
+        if self.captured:
+            self.closed("a call")
         program = self._programs.get(True)
         if program is not None and program.takes_args:
             # fast path: floats and arrays of exactly the declared shapes and dtypes

@@ -389,6 +389,7 @@ def vmap(stage, n: int, inputs: Sequence[Any]):
     """
     if not isinstance(stage, Function):
         raise TypeError(f"sc.vmap needs an sc.Function as stage, got {stage!r}")
+    stage.closed("sc.vmap")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"sc.vmap({stage.name}, n={n!r}): n is the number of stages, a "
                          "positive int")

@@ -207,6 +207,7 @@ def pick(f: Function, out: str, inp: str):
     input ``inp`` of ``f``, checked to be differentiable."""
     if not isinstance(f, Function):
         raise TypeError(f"expected an sc.Function (made with @sc.function), got {f!r}")
+    f.closed("a derivative")
     f.output(out)                         # checks the name
     y, x = f.mapped_outputs()[f.output_names.index(out)], f.input(inp)
     if x.dtype != dtypes.float64:

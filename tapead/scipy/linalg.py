@@ -14,7 +14,7 @@ reachable as ``np.linalg.*`` on traced values.
 -0.479425538604
 """
 from tapead._prims.linalg_scipy import (  # noqa: F401
-    cho_factor, cho_solve, expm, solve_triangular)
+    cho_factor, cho_solve, expm, solve_banded, solve_sylvester, solve_triangular, sqrtm)
 from tapead._core import Box
 
 
@@ -30,4 +30,5 @@ def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
     return cho_factor(a, lower=lower)[0]
 
 
-__all__ = ["cho_factor", "cho_solve", "cholesky", "expm", "solve_triangular"]
+__all__ = ["cho_factor", "cho_solve", "cholesky", "expm", "solve_banded", "solve_sylvester",
+           "solve_triangular", "sqrtm"]

@@ -16,14 +16,15 @@ from tapead._prims.special import (  # noqa: F401
     digamma, erf, erfc, expit, gamma, gammaln, log_softmax, logit, logsumexp, polygamma,
     psi, softmax, xlog1py, xlogy)
 from tapead._prims.special_gamma import (  # noqa: F401
-    beta, betainc, betaln, erfcinv, erfinv, gammainc, gammaincc, gammasgn, log_ndtr, ndtr,
-    ndtri, rgamma)
+    beta, betainc, betaln, erfcinv, erfinv, gammainc, gammaincc, gammasgn, log_ndtr,
+    multigammaln, ndtr, ndtri, rgamma, stdtr)
 from tapead._prims.bessel import (  # noqa: F401
-    i0, i0e, i1, i1e, iv, ive, j0, j1, jv, kv, y0, y1, yv)
+    i0, i0e, i1, i1e, iv, ive, j0, j1, jv, kv, y0, y1, yn, yv)
 from tapead._prims.special_gamma import NOTES  # noqa: F401  (what is not differentiable)
 
 __all__ = ["digamma", "erf", "erfc", "expit", "gamma", "gammaln", "log_softmax", "logit",
            "logsumexp", "polygamma", "psi", "softmax", "xlog1py", "xlogy",
            "beta", "betainc", "betaln", "erfcinv", "erfinv", "gammainc", "gammaincc",
-           "gammasgn", "log_ndtr", "ndtr", "ndtri", "rgamma",
-           "i0", "i0e", "i1", "i1e", "iv", "ive", "j0", "j1", "jv", "kv", "y0", "y1", "yv"]
+           "gammasgn", "log_ndtr", "multigammaln", "ndtr", "ndtri", "rgamma", "stdtr",
+           "i0", "i0e", "i1", "i1e", "iv", "ive", "j0", "j1", "jv", "kv", "y0", "y1", "yn",
+           "yv"]

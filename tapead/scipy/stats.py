@@ -4,7 +4,11 @@ them: ``import tapead.scipy.stats as tst``.
 Each distribution is a namespace of functions with JAX's signatures
 (``norm.logpdf(x, loc=0, scale=1)``, ``gamma.cdf(x, a, loc=0, scale=1)``,
 ``poisson.logpmf(k, mu, loc=0)``, ``multivariate_normal.logpdf(x, mean, cov)``,
-...), composed of differentiable tapead operations: derivatives in ``x``,
+...) and a few more of scipy's (``t.cdf``/``logcdf``/``sf``/``logsf`` through
+``scipy.special.stdtr``, ``multivariate_normal.entropy``, and
+``allow_singular=True``: scipy's pseudo-inverse and pseudo-determinant, with
+derivatives where the rank stays the same, the rank guarded on replay),
+composed of differentiable tapead operations: derivatives in ``x``,
 ``loc``, ``scale`` and the shape parameters of the densities, every order.
 The distribution functions of ``gamma``, ``chi2`` and ``beta`` go through
 the regularized incomplete gamma and beta functions, which tapead
@@ -26,12 +30,14 @@ import math
 from types import SimpleNamespace
 
 import numpy as np
+import scipy.linalg
 
 import tapead.numpy as tnp
-from tapead._core import lanes_of, shape_of
+from tapead._core import Box, concrete, guard_value, lanes_of, shape_of
 from tapead._prims import batching
 from tapead._prims.special import gammaln, xlog1py, xlogy
-from tapead._prims.special_gamma import betainc, betaln, gammainc, gammaincc, log_ndtr, ndtr, ndtri
+from tapead._prims.special_gamma import (betainc, betaln, gammainc, gammaincc, log_ndtr, ndtr,
+                                        ndtri, stdtr)
 from tapead.scipy.linalg import solve_triangular
 
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
@@ -91,8 +97,13 @@ def _t_logpdf(x, df, loc=0, scale=1):
             - half * tnp.log1p(z * z / df) - _log(scale))
 
 
-t = SimpleNamespace(logpdf=_t_logpdf,
-                    pdf=lambda x, df, loc=0, scale=1: tnp.exp(_t_logpdf(x, df, loc, scale)))
+t = SimpleNamespace(
+    logpdf=_t_logpdf,
+    pdf=lambda x, df, loc=0, scale=1: tnp.exp(_t_logpdf(x, df, loc, scale)),
+    cdf=lambda x, df, loc=0, scale=1: stdtr(df, _std(x, loc, scale)),
+    logcdf=lambda x, df, loc=0, scale=1: tnp.log(stdtr(df, _std(x, loc, scale))),
+    sf=lambda x, df, loc=0, scale=1: stdtr(df, -_std(x, loc, scale)),
+    logsf=lambda x, df, loc=0, scale=1: tnp.log(stdtr(df, -_std(x, loc, scale))))
 
 
 # gamma and chi-squared ---------------------------------------------------------
@@ -200,30 +211,129 @@ dirichlet = SimpleNamespace(logpdf=_dirichlet_logpdf,
 
 
 # multivariate normal ---------------------------------------------------------
-def _mvn_logpdf(x, mean, cov, allow_singular=None):
-    """x: (..., n); mean: (n,); cov: (n, n) symmetric positive definite."""
-    if allow_singular:
-        raise NotImplementedError("multivariate_normal.logpdf(allow_singular=True) is "
-                                  "not supported; pass a positive definite cov")
+def _guarded(fn, args, what):
+    """``fn`` of the concrete values of ``args`` (a plain result), recorded as a
+    guard on each traced argument (the others held at their recorded values),
+    so a replay where it changes raises ``GuardFlippedError``."""
+    vals = [np.asarray(concrete(a)) for a in args]
+    out = fn(*vals)
+    for k, a in enumerate(args):
+        if isinstance(a, Box):
+            def again(new, k=k):
+                vs = list(vals)
+                vs[k] = np.asarray(concrete(new))
+                return fn(*vs)
+            guard_value(a, again, out, what)
+    return out
+
+
+def _spectrum(c):
+    """scipy's ``_PSD`` decisions for the symmetric matrix ``c`` (a value, taken
+    in float64 as scipy does): its eigenvalues and eigenvectors and the cutoff
+    below which an eigenvalue is 0."""
+    s, u = scipy.linalg.eigh(np.asarray(c, dtype=np.float64), lower=True)   # scipy: float64
+    eps = 1e6 * np.finfo(np.float64).eps * np.max(abs(s))
+    if np.min(s) < -eps:
+        raise ValueError("The input matrix must be symmetric positive semidefinite.")
+    return s, u, eps
+
+
+#: scipy's cutoff of a negligible eigenvalue, relative to the largest (float64)
+_RCOND = 1e6 * np.finfo(np.float64).eps
+
+
+def _rank(c):
+    s, _, eps = _spectrum(c)
+    return int(np.sum(s > eps))
+
+
+def _check_cov(cov, what):
+    cs = shape_of(cov)
+    if len(cs) != 2 or cs[0] != cs[1]:
+        raise ValueError(f"multivariate_normal.{what}: cov must be an (n, n) matrix (a "
+                         f"scalar cov: pass cov * np.eye(n)); got shape {cs}")
+    return cs[0]
+
+
+def _log_pdet(cov, rcond):
+    """The log of the pseudo-determinant of a singular covariance (the product of
+    its nonzero eigenvalues), differentiable where the rank stays the same: with
+    P the pseudo-inverse and Q = I - cov P the projection on the null space,
+    log det(cov + Q) (whose gradient is P plus a null-space part) minus
+    tr(Q cov) (zero, whose gradient removes that part), so the gradient is P,
+    that of scipy's eigenvalue cutoff."""
+    n = shape_of(cov)[0]
+    P = tnp.linalg.pinv(cov, rcond=rcond)
+    Q = np.eye(n, dtype=np.result_type(lanes_of(cov))) - cov @ P
+    return tnp.linalg.slogdet(cov + Q)[1] - tnp.trace(Q @ cov), P
+
+
+def _outside_support(dv, cv):
+    """scipy's support test: the component of each x - mean (rows of ``dv``) in
+    the null space of ``cv`` is not negligible."""
+    s, u, eps = _spectrum(cv)
+    return np.linalg.norm(dv @ u[:, s <= eps], axis=-1) >= 1e3 * eps
+
+
+def _off_support(d, cov):
+    """The points off the support (constant booleans), guarded on replay;
+    under vmap each lane's (batched)."""
+    trace, (dv, cv) = batching.stacked_values(d, cov)
+    if trace is None:
+        return _guarded(_outside_support, [d, cov], "whether x is in the support")
+    return trace.box(np.stack([_outside_support(dv[i], cv[i]) for i in range(trace.size)]), 0)
+
+
+def _mvn_logpdf(x, mean, cov, allow_singular=False):
+    """x: (..., n); mean: (n,); cov: (n, n) symmetric positive definite, or
+    positive semidefinite with ``allow_singular=True`` (scipy's pseudo-inverse
+    and pseudo-determinant; -inf off the support)."""
     xs, cs = shape_of(x), shape_of(cov)
     n = cs[-1] if len(cs) == 2 else None
     if n is None or cs != (n, n) or (xs and xs[-1] != n):
         raise ValueError(f"multivariate_normal.logpdf: cov must be (n, n) and x (..., n); "
                          f"got x {xs}, cov {cs}")
-    L = tnp.linalg.cholesky(cov)
     d = x - mean
     xs = shape_of(d)                              # x and mean broadcast
     d = tnp.reshape(d, (-1, n))
-    y = solve_triangular(L, tnp.transpose(d), lower=True)          # (n, m)
-    half_logdet = tnp.sum(tnp.log(tnp.diagonal(L)))
-    out = -0.5 * tnp.sum(y * y, axis=0) - half_logdet - n * LOG_SQRT_2PI
+    rank = batching.guarded_lanes(_rank, cov, "the rank of a covariance") \
+        if allow_singular else n
+    if rank == n:
+        L = tnp.linalg.cholesky(cov)
+        y = solve_triangular(L, tnp.transpose(d), lower=True)          # (n, m)
+        half_logdet = tnp.sum(tnp.log(tnp.diagonal(L)))
+        out = -0.5 * tnp.sum(y * y, axis=0) - half_logdet - n * LOG_SQRT_2PI
+    else:                         # in float64, as scipy computes (float32 cast back)
+        dt = np.result_type(lanes_of(cov), lanes_of(d))
+        log_pdet, P = _log_pdet(tnp.astype(cov, np.float64), _RCOND)
+        d64 = tnp.astype(d, np.float64)
+        maha = tnp.sum(d64 * (d64 @ P), axis=-1)
+        out = -0.5 * (rank * 2.0 * LOG_SQRT_2PI + log_pdet + maha)
+        out = tnp.astype(_outside(out, _off_support(d, cov), -np.inf), dt)
     return tnp.reshape(out, xs[:-1]) if xs else out
+
+
+def _mvn_entropy(mean=None, cov=1):
+    """The differential entropy 0.5 (rank (log 2 pi + 1) + log pdet(cov)), as
+    scipy computes it (a singular cov allowed: its pseudo-determinant)."""
+    if len(shape_of(cov)) < 2:                     # a scalar variance: cov * I
+        n = 1 if mean is None else int(np.prod(shape_of(mean)))
+        cov = np.eye(n) * cov
+    n = _check_cov(cov, "entropy")
+    rank = batching.guarded_lanes(_rank, cov, "the rank of a covariance")
+    if rank == n:
+        log_pdet = 2.0 * tnp.sum(tnp.log(tnp.diagonal(tnp.linalg.cholesky(cov))))
+    else:                         # in float64, as scipy computes (float32 cast back)
+        dt = np.result_type(lanes_of(cov))
+        log_pdet = tnp.astype(_log_pdet(tnp.astype(cov, np.float64), _RCOND)[0], dt)
+    return 0.5 * (rank * (2.0 * LOG_SQRT_2PI + 1.0) + log_pdet)
 
 
 multivariate_normal = SimpleNamespace(
     logpdf=_mvn_logpdf,
-    pdf=lambda x, mean, cov, allow_singular=None: tnp.exp(
-        _mvn_logpdf(x, mean, cov, allow_singular)))
+    pdf=lambda x, mean, cov, allow_singular=False: tnp.exp(
+        _mvn_logpdf(x, mean, cov, allow_singular)),
+    entropy=_mvn_entropy)
 
 #: distribution name -> its namespace (the coverage page reads it)
 DISTRIBUTIONS = {"norm": norm, "t": t, "gamma": gamma, "chi2": chi2, "beta": beta,
