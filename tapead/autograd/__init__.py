@@ -21,7 +21,8 @@ from tapead.autograd.differential_operators import (  # noqa: F401
     hessian_tensor_product, hessian_vector_product, holomorphic_grad, jacobian, make_ggnvp,
     make_hvp, make_jvp, make_vjp, multigrad_dict, tensor_jacobian_product, value_and_grad,
     vector_jacobian_product)
-from tapead.autograd.tracer import Box, notrace_primitive, primitive  # noqa: F401
+from tapead.autograd.core import primitive_with_deprecation_warnings as primitive  # noqa: F401
+from tapead.autograd.tracer import Box, notrace_primitive  # noqa: F401
 
 __all__ = ["Box", "VSpace", "checkpoint", "def_linear", "defjvp", "defjvp_argnum",
            "defjvp_argnums", "defvjp", "defvjp_argnum", "defvjp_argnums", "deriv", "dict",

@@ -9,6 +9,7 @@ the primitives of ``tapead.autograd.tracer``.
 """
 from __future__ import annotations
 
+import warnings
 from itertools import count
 
 import numpy as np
@@ -17,11 +18,12 @@ from tapead import _core
 from tapead import numpy as tnp
 from tapead.autograd._subst import subval
 from tapead.autograd.tracer import (Box, getval, isbox, notrace_primitive,  # noqa: F401
-                                    primitive, primitive_jvps, primitive_vjps)
+                                    primitive_jvps, primitive_vjps)
+from tapead.autograd.tracer import primitive as _primitive
 from tapead.transforms import jvp as _jvp
 from tapead.transforms import vjp as _vjp
 
-__all__ = ["make_vjp", "make_jvp", "defvjp", "defvjp_argnum", "defvjp_argnums", "defjvp",
+__all__ = ["primitive_with_deprecation_warnings", "make_vjp", "make_jvp", "defvjp", "defvjp_argnum", "defvjp_argnums", "defjvp",
            "defjvp_argnum", "defjvp_argnums", "def_linear", "VSpace", "vspace",
            "primitive", "primitive_vjps", "primitive_jvps", "Box"]
 
@@ -371,3 +373,44 @@ for _t in (complex, np.clongdouble, np.complex64, np.complex128):
 for _t in (tuple, list, dict):
     VSpace.register(_t, ContainerVSpace)
 del _t
+
+
+# -------------------- autograd's old rule methods --------------------
+
+_DEPRECATED = ("{} is deprecated in autograd; use tapead.autograd.extend.defvjp(fun, "
+               "maker, ...) with maker(ans, *args) -> (lambda g: cotangent)")
+
+
+def primitive_with_deprecation_warnings(f_raw):
+    """``primitive(f_raw)`` with autograd's pre-1.2 methods ``f.defvjp``,
+    ``f.defgrad`` and ``f.defvjp_is_zero`` (each warns, as in autograd)."""
+    f = _primitive(f_raw)
+    makers = {}
+
+    def register(argnum, maker):
+        makers[argnum] = maker
+        nums = sorted(makers)
+        defvjp(f, *[makers[k] for k in nums], argnums=nums)
+
+    def old_defvjp(vjpmaker, argnum=0):
+        warnings.warn(_DEPRECATED.format("defvjp"))
+
+        def maker(ans, *args, **kwargs):
+            return lambda g: vjpmaker(g, ans, vspace(args[argnum]), vspace(g), *args, **kwargs)
+        register(argnum, maker)
+
+    def defgrad(gradfun, argnum=0):
+        warnings.warn(_DEPRECATED.format("defgrad"))
+        register(argnum, gradfun)
+
+    def defvjp_is_zero(argnums=(0,)):
+        warnings.warn(_DEPRECATED.format("defvjp_is_zero"))
+        for a in argnums:
+            register(a, None)
+
+    f.defvjp, f.defgrad, f.defvjp_is_zero = old_defvjp, defgrad, defvjp_is_zero
+    return f
+
+
+#: autograd.core.primitive carries the old methods
+primitive = primitive_with_deprecation_warnings

@@ -31,13 +31,13 @@ make_jvp = unary_to_nary(_make_jvp)
 
 
 def _scalar_output(ans, name):
-    """The cotangent 1 for a one-element output; a TypeError otherwise."""
+    """The cotangent 1 for a one-element real output; a TypeError otherwise
+    (a complex output counts as two elements, as in autograd)."""
     try:
         vs = vspace(ans)
     except TypeError:
         vs = None
-    if vs is None or vs.size not in (1, 2) or (vs.size == 2 and not vs.iscomplex) or \
-            isinstance(ans, (tuple, list, dict)):
+    if vs is None or vs.size != 1 or isinstance(ans, (tuple, list, dict)):
         raise TypeError(f"{name} only applies to real scalar-output functions (got "
                         f"{type(ans).__name__}{'' if vs is None else ' of shape ' + str(vs.shape)}"
                         "). Try jacobian, elementwise_grad or holomorphic_grad.")
@@ -46,8 +46,12 @@ def _scalar_output(ans, name):
 
 @unary_to_nary
 def grad(fun, x):
-    """The gradient of ``fun`` (one-element output) with respect to argument
-    ``argnum``, shaped like that argument."""
+    """
+    Returns a function which computes the gradient of ``fun`` with respect to
+    positional argument number ``argnum`` (an int, or a tuple of ints for a
+    tuple of gradients). The returned function takes the same arguments as
+    ``fun``; ``fun`` must have a real output of one element. The gradient is
+    shaped like the argument (numpy values)."""
     vjp, ans = _make_vjp(fun, x)
     return vjp(_scalar_output(ans, "grad"))
 
