@@ -30,7 +30,7 @@ def unbroadcast(x, target_meta, broadcast_idx=0):
     for axis, size in enumerate(target_shape):
         if size == 1:
             x = tnp.sum(x, axis=axis, keepdims=True)
-    if tnp.iscomplexobj(x) and not target_iscomplex:
+    if _np.iscomplexobj(getval(x)) and not target_iscomplex:
         x = tnp.real(x)
     return x
 

@@ -10,8 +10,8 @@ refuses that with an error).
 >>> import tapead.autograd.scipy.linalg as spla
 >>> A = np.array([[2.0, 1.0], [1.0, 3.0]])
 >>> grad(lambda a: spla.solve(a, np.ones(2))[0])(A)
-array([[-0.08,  0.04],
-       [-0.16,  0.08]])
+array([[-0.24, -0.12],
+       [ 0.08,  0.04]])
 """
 import numpy as _np
 import scipy.linalg as _sla
