@@ -649,3 +649,22 @@ def test_odeint_is_tapeads_or_a_clear_import_error():
         return
     y = odeint(lambda y, t: -y, onp.array([1.0]), onp.array([0.0, 1.0]))
     close(y[-1], onp.exp(-1.0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["full", "valid", "same"])
+def test_convolve_gradients_match_jax(mode):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import jax.scipy.signal as jsig
+    from tapead.autograd.scipy.signal import convolve
+    rng = onp.random.default_rng(4)
+    A, B = rng.standard_normal((6, 5)), rng.standard_normal((3, 2))
+    ga, gb = tag.grad(lambda a, b: tnp.sum(tnp.sin(convolve(a, b, mode=mode))), (0, 1))(A, B)
+    ja, jb = jax.grad(lambda a, b: jnp.sum(jnp.sin(jsig.convolve(a, b, mode=mode))),
+                      (0, 1))(A, B)
+    close(ga, onp.asarray(ja), rtol=1e-12, atol=1e-14)
+    close(gb, onp.asarray(jb), rtol=1e-12, atol=1e-14)
+    H = tag.hessian(lambda b: tnp.sum(tnp.sin(convolve(A, b, mode=mode))))(B)
+    JH = jax.hessian(lambda b: jnp.sum(jnp.sin(jsig.convolve(A, b, mode=mode))))(B)
+    close(H, onp.asarray(JH), rtol=1e-11, atol=1e-13)
