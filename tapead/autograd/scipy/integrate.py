@@ -1,4 +1,4 @@
-"""``autograd.scipy.integrate.odeint``: ``tapead.scipy.integrate.odeint``
+"""``autograd.scipy.integrate.odeint``: tapead.scipy.integrate.odeint
 (scipy's signature, adjoint sensitivities), loaded when first called."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ __all__ = ["odeint"]
 
 def odeint(func, y0, t, args=(), **kwargs):
     """``scipy.integrate.odeint(func, y0, t, args)``, differentiable in ``y0``,
-    ``t`` and ``args``: tapead's ``tapead.scipy.integrate.odeint``."""
+    ``t`` and ``args``: tapead's tapead.scipy.integrate.odeint."""
     try:
         tapead_integrate = importlib.import_module("tapead.scipy.integrate")
         impl = tapead_integrate.odeint
