@@ -639,16 +639,16 @@ def test_scipy_linalg_signatures():
           rtol=1e-12)
 
 
-def test_odeint_is_tapeads_or_a_clear_import_error():
+def test_odeint_takes_autograds_args_tuple():
     from tapead.autograd.scipy.integrate import odeint
-    try:
-        import tapead.scipy.integrate  # noqa: F401
-    except ImportError:
-        with pytest.raises(ImportError, match="tapead.scipy.integrate.odeint"):
-            odeint(lambda y, t: -y, 1.0, onp.array([0.0, 1.0]))
-        return
-    y = odeint(lambda y, t: -y, onp.array([1.0]), onp.array([0.0, 1.0]))
-    close(y[-1], onp.exp(-1.0), rtol=1e-5)
+    t = onp.array([0.0, 1.0])
+    y = odeint(lambda y, t: -y, onp.array([1.0]), t, rtol=1e-12, atol=1e-12)
+    close(y[-1], onp.exp(-1.0), rtol=1e-10)
+
+    def final(k):
+        return odeint(lambda y, t, k: -k * y, onp.array([1.0]), t, (k,),
+                      rtol=1e-12, atol=1e-12)[-1, 0]
+    close(tag.grad(final)(0.7), -onp.exp(-0.7), rtol=1e-9)
 
 
 @pytest.mark.parametrize("mode", ["full", "valid", "same"])

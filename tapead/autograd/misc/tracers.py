@@ -1,14 +1,12 @@
 """``const_graph``: run a function's Python once, replay its operations after.
 
 ``const_graph(fun, *args, **kwargs)`` binds ``args``/``kwargs`` and returns a
-function of ``fun``'s remaining positional arguments.  Its first call
-records ``fun`` on a tape (``tapead.record``); later calls replay the tape
-at the new inputs without running ``fun``'s Python, except the bodies of
-``primitive`` functions, which run again as the nodes they are.  A branch
-whose comparison comes out differently at the new inputs records again
-(so a replay never follows the wrong branch); a function that cannot be
-replayed (a non-scalar output, another transform inside) runs in full at
-every call.
+function of ``fun``'s remaining positional arguments: ``tapead.jit`` of the
+bound function.  Its first call at a signature (shapes and dtypes) records
+``fun`` on a tape; later calls replay the tape at the new inputs without
+running ``fun``'s Python.  A branch whose comparison comes out differently at
+the new inputs records again, so a replay never follows the wrong branch.
+Called with traced values (inside a gradient), it runs ``fun`` as it is.
 
 >>> from tapead.autograd.misc import const_graph
 >>> calls = []
@@ -24,8 +22,7 @@ from __future__ import annotations
 import functools
 
 from tapead import _core
-from tapead.errors import GuardFlippedError, NonScalarOutputError, TapeReplayError
-from tapead.recording import record
+from tapead.jit import jit
 
 __all__ = ["const_graph"]
 
@@ -33,29 +30,11 @@ __all__ = ["const_graph"]
 def const_graph(fun, *args, **kwargs):
     """See the module docstring."""
     bound = functools.partial(fun, *args, **kwargs)
-    state = {"rec": None, "plain": False}
+    jitted = jit(bound)
 
     @functools.wraps(fun)
     def _fun(*more):
-        if state["plain"] or any(isinstance(a, _core.Box) for a in more):
+        if any(isinstance(a, _core.Box) for a in more):
             return bound(*more)
-        rec = state["rec"]
-        if rec is not None:
-            try:
-                return rec(*more)
-            except GuardFlippedError:
-                pass                              # the branch changed: record again
-        seen = {}
-
-        def capture(*a):
-            seen["out"] = out = bound(*a)
-            return out
-        try:
-            state["rec"] = record(capture, *more)
-        except (TapeReplayError, NonScalarOutputError, TypeError):
-            state["plain"] = True                 # not replayable: run in full from now on
-            if "out" in seen and not isinstance(seen["out"], _core.Box):
-                return seen["out"]                # the recording run's value is right
-            return bound(*more)
-        return _core.concrete(seen["out"])
+        return jitted(*more)
     return _fun
