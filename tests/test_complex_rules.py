@@ -142,6 +142,11 @@ def test_std_and_var_of_complex_inputs_have_real_tangents():
             assert not np.iscomplexobj(tan)
             np.testing.assert_allclose(tan, np.asarray(ref[1]), rtol=1e-13, atol=1e-15)
             np.testing.assert_allclose(out, np.asarray(ref[0]), rtol=1e-14)
+    # slices of one element: std is identically 0, a real 0 with a real tangent
+    for zz, tt, kw in ((z[0, 0], t[0, 0], {}), (z[:, :1], t[:, :1], {"axis": 1})):
+        out, tan = ta.jvp(lambda z: np.std(z, **kw), (zz,), (tt,))
+        assert not np.iscomplexobj(out) and not np.iscomplexobj(tan)
+        np.testing.assert_array_equal(tan, np.zeros(np.shape(np.std(zz, **kw))))
 
 
 def test_complex_erf_is_holomorphic():

@@ -115,6 +115,17 @@ def _getitem_vjp(g, ans, x, idx):
     return Scatter(g, idx, np.shape(x), x.dtype)
 
 
+#: at most this many basic-index scatters are summed by in-place additions
+#: (each one copies the array once); more are joined into one np.add.at
+_CHAIN_MAX = 8
+
+
+def _one_element(idx, ndim) -> bool:
+    """Whether basic index ``idx`` picks one element of an ``ndim``-d array."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    return len(items) == ndim and all(isinstance(i, (int, np.integer)) for i in items)
+
+
 def add_scatters(items):
     """The sum of several ``Scatter`` cotangents of one array, with traced
     values: one ``index_add_zeros`` of their values concatenated (at flat
@@ -125,6 +136,15 @@ def add_scatters(items):
     dtype = np.result_type(*[s.dtype for s in items])
     if len(items) == 1:
         return index_add_zeros(first.g, first.idx, shape, dtype)
+    if len(items) <= _CHAIN_MAX and all(_is_basic(s.idx) for s in items) and not all(
+            _one_element(s.idx, len(shape)) for s in items):
+        # a few slices (x[:-1], x[1:]): added in place one after the other, each
+        # element in the order np.add.at would add it (the same bits), without
+        # joining the values or scattering through positions
+        total = index_add_zeros(first.g, first.idx, shape, dtype)
+        for s in items[1:]:
+            total = index_update(total, s.g, s.idx, mode="add")
+        return total
     # cycle: _prims.shape -> here
     size = int(np.prod(shape, dtype=np.int64))
     where = np.arange(size).reshape(shape)

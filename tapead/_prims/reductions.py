@@ -101,7 +101,8 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
         return np.std(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw)
     if ddof == 0 and _count(np.shape(a), axis) == 1:
         _reject("std", dtype, out, a, **kw)
-        return sum(a, axis=axis, keepdims=keepdims) * 0.0     # identically 0
+        s = sum(a, axis=axis, keepdims=keepdims)
+        return (real(s) if is_complex(s) else s) * 0.0     # identically 0 (real, as numpy's)
     return sqrt(var(a, axis=axis, dtype=dtype, out=out, ddof=ddof, keepdims=keepdims, **kw))
 
 

@@ -1,6 +1,7 @@
 """``autograd.scipy.linalg``: scipy.linalg's names; differentiable on traced
 values: ``solve``, ``inv``, ``det``, ``eigh``, ``cholesky``, ``cho_factor``,
-``cho_solve``, ``solve_triangular``, ``expm``, ``svd``, ``pinv``, ``norm`` (tapead's
+``cho_solve``, ``solve_triangular``, ``solve_banded``, ``solve_sylvester``,
+``sqrtm``, ``expm``, ``svd``, ``pinv``, ``norm`` (tapead's
 rules, scipy's signatures).  The other functions are scipy's own: they
 cannot take traced values (scipy converts its inputs to arrays, and tapead
 refuses that with an error).
@@ -21,7 +22,7 @@ globals().update({_n: getattr(_sla, _n) for _n in dir(_sla) if not _n.startswith
 from tapead import _core  # noqa: E402
 from tapead import numpy as _tnp  # noqa: E402
 from tapead.scipy.linalg import (cho_factor, cho_solve, cholesky, expm,  # noqa: F401,E402
-                                 solve_triangular)
+                                 solve_banded, solve_sylvester, solve_triangular, sqrtm)
 from tapead.numpy.linalg import det, inv, norm, pinv  # noqa: F401,E402
 
 
