@@ -136,11 +136,13 @@ def add_scatters(items):
     dtype = np.result_type(*[s.dtype for s in items])
     if len(items) == 1:
         return index_add_zeros(first.g, first.idx, shape, dtype)
-    if len(items) <= _CHAIN_MAX and all(_is_basic(s.idx) for s in items) and not all(
+    if len(items) <= _CHAIN_MAX and dtype.kind == "f" and all(
+            _is_basic(s.idx) for s in items) and not all(
             _one_element(s.idx, len(shape)) for s in items):
-        # a few slices (x[:-1], x[1:]): added in place one after the other, each
-        # element in the order np.add.at would add it (the same bits), without
-        # joining the values or scattering through positions
+        # a few slices (x[:-1], x[1:]) of a real array: added in place one after
+        # the other, each element in the order np.add.at would add it (the same
+        # bits), without joining the values or scattering through positions
+        # (complex values keep the joined scatter, whose rules hold for them)
         total = index_add_zeros(first.g, first.idx, shape, dtype)
         for s in items[1:]:
             total = index_update(total, s.g, s.idx, mode="add")
