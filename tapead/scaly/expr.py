@@ -44,21 +44,26 @@ class OpRule:
         tangent carries ``k`` directions as an extra leading axis (shape
         ``(k,) + operand.shape``) and so does the result.  Without it a
         batched forward pass runs ``jvp`` once per direction.
-    tape : Primitive or None
+    prim : Primitive or None
         The tapead primitive ``fn`` records on a tape (its scalar opcode is
-        ``tape.opcode``): the op's values and derivatives must agree with it,
-        at smooth points and at the conventions of docs/nonsmooth.md (one
-        test compares every pair).  None for leaves and calls.
+        ``prim.opcode``): the op's values and derivatives agree with it, at
+        smooth points and at the conventions of docs/nonsmooth.md.  None for
+        leaves and calls of other Functions.
+    own : str or None
+        None when the derivative rules are the primitive's (built from its
+        local partials by ``tapead.scaly.ops.from_primitive``); otherwise why
+        the op keeps rules of its own.
     """
 
-    __slots__ = ("name", "infer", "fn", "vjp", "jvp", "diff", "jvp_many", "tape")
+    __slots__ = ("name", "infer", "fn", "vjp", "jvp", "diff", "jvp_many", "prim", "own")
 
     def __init__(self, name, infer, fn, vjp=None, jvp=None, diff=True, jvp_many=None,
-                 tape=None):
+                 prim=None, own=None):
         self.name, self.infer, self.fn, self.vjp, self.jvp = name, infer, fn, vjp, jvp
         self.diff = diff
         self.jvp_many = jvp_many
-        self.tape = tape
+        self.prim = prim
+        self.own = own
 
 
 #: op name -> OpRule, filled by tapead.scaly.ops (the only place rules live).

@@ -1,13 +1,20 @@
-"""The graph API cannot drift from the tape.
+"""Every scaly op names its primitive, and takes its rules from it.
 
-Every ``tapead.scaly`` op names its tape counterpart (``OpRule.tape``, the
-primitive its ``fn`` records).  For each elementwise pair, Scaly's value,
-gradient and Hessian (its own derivative rules, built as expressions) are
-compared with the tape's (the primitive's rules: the C kernel for scalars,
-the Python rule for arrays) at smooth points and at the conventions of
-docs/nonsmooth.md: pow at 0, abs and sign at 0, sqrt at 0, where.  The
-structural ops (sum, reshape, gather, scatter, stack, transpose, matmul) are
-compared the same way inside a smooth function.
+Each ``tapead.scaly`` op names the primitive its ``fn`` records
+(``OpRule.prim``).  The elementwise ops built by ``ops.from_primitive`` take
+their VJP, JVP, batched JVP and ``diff`` flag from the primitive (its local
+partials, its batching and its sparsity); the others keep rules of their own,
+each with a stated reason (``OpRule.own``), and the list of them is fixed
+here so that a change is deliberate.  Patterns come from the primitives'
+sparsity rules on the lowered tape.
+
+Every op is then compared with its primitive numerically: for each
+elementwise op, Scaly's value, gradient and Hessian with the tape's (the C
+kernel for scalars, the Python rule for arrays) at smooth points and at the
+conventions of docs/nonsmooth.md (pow at 0, abs and sign at 0, sqrt at 0,
+where); the batched forward rules with the tape's forward Jacobians,
+broadcasting included; the structural ops (sum, reshape, gather, scatter,
+stack, transpose, matmul) the same way inside a smooth function.
 """
 from __future__ import annotations
 
@@ -19,8 +26,9 @@ import pytest
 import tapead as ta
 import tapead.numpy as tnp
 import tapead.scaly as sc
-from tapead import _core
-from tapead._prims.base import Primitive
+from tapead import _core, patterns
+from tapead._prims.base import BROADCAST, Primitive
+from tapead.scaly import ops as sc_ops
 from tapead.scaly.expr import OPS, apply
 from tapead.program import Program
 
@@ -30,18 +38,117 @@ def _record(*args):
     prog = Program.record(*args)
     return prog.tape, prog.out
 
-#: ops without a tape counterpart: leaves, and calls of other Functions
-NO_COUNTERPART = {"const", "input", "call", "vmap"}
+#: ops without a primitive: leaves, and calls of other Functions
+NO_PRIMITIVE = {"const", "input", "call", "vmap"}
+
+#: ops whose rules are the primitive's (tapead.scaly.ops.from_primitive)
+FROM_PRIMITIVE = {"add", "sub", "mul", "neg", "tan", "exp", "log", "sqrt", "tanh", "sign",
+                  "lt", "le", "gt", "ge", "eq", "ne"}
+#: ops that keep rules of their own (the reason is OpRule.own)
+OWN = {"div", "pow", "sin", "cos", "abs", "where",
+       "sum", "reshape", "gather", "scatter", "stack", "transpose", "matmul",
+       "scan", "while_loop", "cond", "custom_call", "print"}
 
 
-def test_every_op_names_its_tape_counterpart():
-    for name, rule in OPS.items():
-        module = getattr(rule.fn, "__module__", None) or "tapead"
-        if name in NO_COUNTERPART or not module.startswith("tapead"):
-            continue                   # a leaf, a call, or an op a test registered
-        assert isinstance(rule.tape, Primitive), (
-            f"scaly op {name!r} does not name its tape counterpart: add it to "
-            "tapead.scaly.ops.TAPE (or register(..., tape=prim))")
+def _table():
+    """The ops tapead registers (tests may register ops of their own)."""
+    return {name: rule for name, rule in OPS.items()
+            if (getattr(rule.fn, "__module__", None) or "tapead").startswith("tapead")}
+
+
+def test_every_op_names_its_primitive():
+    for name, rule in _table().items():
+        if name in NO_PRIMITIVE:
+            assert rule.prim is None and rule.own is None, name
+            continue
+        assert isinstance(rule.prim, Primitive), (
+            f"scaly op {name!r} does not name its primitive: register(..., prim=...)")
+        assert rule.prim.sparsity is not None, (
+            f"the primitive of scaly op {name!r} declares no sparsity rule")
+
+
+def test_every_op_takes_its_rules_from_its_primitive_or_says_why_not():
+    table = _table()
+    assert set(table) == NO_PRIMITIVE | FROM_PRIMITIVE | OWN, (
+        "an op was added or removed: put it in FROM_PRIMITIVE (ops.from_primitive) or "
+        "in OWN (register(..., own=reason))")
+    for name in FROM_PRIMITIVE:
+        assert table[name].own is None, name
+    for name in OWN:
+        reason = table[name].own
+        assert isinstance(reason, str) and len(reason) > 20, (name, reason)
+    assert sc_ops.own_rules() == {n: table[n].own for n in OWN}
+
+
+def _node(name):
+    """The op applied to symbols of shape (2,): (node, operands)."""
+    arity = len(OPS[name].prim.partials) if getattr(OPS[name].prim, "partials", None) \
+        else 1
+    xs = [sc.sym(f"reg_{name}_{k}", 2) for k in range(arity)]
+    return apply(name, *xs), xs
+
+
+DIFFERENTIABLE = sorted(n for n in FROM_PRIMITIVE if OPS[n].diff)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_derived_rules_read_the_primitive(name, monkeypatch):
+    """Replace the primitive's partials by a marker: the scaly rules follow."""
+    prim = OPS[name].prim
+    node, xs = _node(name)
+    g = sc.sym("reg_g", 2)
+    ts = [sc.sym(f"reg_t{k}", 2) for k in range(len(xs))]
+    marks = [sc.sym(f"reg_mark{k}", 2) for k in range(len(xs))]
+    if getattr(prim, "partials", None) is not None:
+        monkeypatch.setattr(prim, "partials",
+                            tuple(lambda x, y, a, m=m: m * a for m in marks))
+    else:
+        monkeypatch.setattr(prim, "partial", lambda x, a: marks[0] * a)
+    want = [m * node for m in marks]
+    got = OPS[name].vjp(g, node)               # interned: identity is equality
+    assert len(got) == len(want) and all(a is g * w for a, w in zip(got, want))
+    tangent = None
+    for t, w in zip(ts, want):
+        tangent = t * w if tangent is None else tangent + t * w
+    assert OPS[name].jvp(ts, node) is tangent
+    k = 3
+    many = [sc.sym(f"reg_many{j}", (k, 2)) for j in range(len(xs))]
+    batched = None
+    for t, w in zip(many, want):
+        batched = t * w if batched is None else batched + t * w
+    assert OPS[name].jvp_many(many, node, k) is batched
+
+
+def test_derived_rules_follow_the_primitive_declarations():
+    for name in FROM_PRIMITIVE:
+        prim = OPS[name].prim
+        if prim.sparsity is patterns.ZERO:       # no dependence: no derivative
+            assert not OPS[name].diff and OPS[name].vjp is None, name
+        else:
+            assert prim.batching is BROADCAST and OPS[name].jvp_many is not None, name
+
+
+def test_an_op_without_partials_is_refused():
+    prim = Primitive("reg_opaque", np.cbrt, elementwise=True)
+    from tapead._prims.base import defelementwise
+    defelementwise(prim)
+    with pytest.raises(TypeError, match="states no local partial"):
+        sc_ops.from_primitive("reg_opaque", lambda ops, a: ops[0].type, np.cbrt, prim)
+    assert "reg_opaque" not in OPS
+
+
+def test_patterns_are_the_primitives_sparsity_rules(monkeypatch):
+    """A pattern is found with the primitives' own rules: declaring stack's
+    primitive dense makes the stacked rows depend on both elements."""
+    x = sc.sym("reg_px", 3)
+    y = sc.stack([x[0], x[1]]).sin()
+    assert sc.jacobian_sparsity(y, x).to_mask().astype(int).tolist() == [[1, 0, 0],
+                                                                         [0, 1, 0]]
+    monkeypatch.setattr(OPS["stack"].prim, "sparsity", patterns.DENSE)
+    x = sc.sym("reg_px_dense", 3)            # a new graph: no cached pattern
+    y = sc.stack([x[0], x[1]]).sin()
+    assert sc.jacobian_sparsity(y, x).to_mask().astype(int).tolist() == [[1, 1, 0],
+                                                                         [1, 1, 0]]
 
 
 # ---------------------------------------------------------------------------
@@ -118,8 +225,8 @@ CASES = [(name, p, "smooth") for name in ELEMENTWISE for p in SMOOTH[name]] + \
 
 @pytest.mark.parametrize("name, point, kind", CASES,
                          ids=[f"{n}-{k}-{p}" for n, p, k in CASES])
-def test_elementwise_op_agrees_with_its_tape_counterpart(name, point, kind):
-    prim = OPS[name].tape
+def test_elementwise_op_agrees_with_its_primitive(name, point, kind):
+    prim = OPS[name].prim
     arity = len(point)
     f, g, h = _scaly(name, arity)
     x = np.array(point, dtype=float)
@@ -133,6 +240,35 @@ def test_elementwise_op_agrees_with_its_tape_counterpart(name, point, kind):
             _same(sg, tg, f"{name}{point} gradient vs the tape's {mode}")
             if (name, point) not in FIRST_ORDER_ONLY:
                 _same(sh, th, f"{name}{point} Hessian vs the tape's {mode}")
+
+
+#: (name, operand shapes, point) for the batched forward rules: broadcasting
+#: operands exercise the lifting of tangents
+_BINARY_SHAPES = ([(3,), (3,)], [(3,), ()], [(), (3,)])
+BATCHED = [(n, shapes) for n in ELEMENTWISE if OPS[n].diff
+           for shapes in ([[(3,)]] if len(SMOOTH[n][0]) == 1 else _BINARY_SHAPES)]
+
+
+@pytest.mark.parametrize("name, shapes", BATCHED, ids=[f"{n}-{s}" for n, s in BATCHED])
+def test_batched_forward_agrees_with_the_primitive(name, shapes):
+    """``jvp_many`` (every direction at once) against the tape's forward Jacobian."""
+    sizes = [int(np.prod(s, dtype=int)) for s in shapes]
+    offsets = np.cumsum([0] + sizes)
+    n = int(offsets[-1])
+
+    def pieces(v, reshape):
+        return [reshape(v[offsets[k]:offsets[k + 1]], s) for k, s in enumerate(shapes)]
+
+    @sc.function(sc.arg("x", n), outputs=sc.arg("y", 3))
+    def f(x):
+        return apply(name, *pieces(x, lambda e, s: e.reshape(s)))
+
+    def t(v):
+        return OPS[name].fn(*pieces(v, tnp.reshape))
+    base = np.array([0.7, 1.3, 0.4, 1.1, 0.9, 1.6, 0.5][:n])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _same(sc.jacobian(f, "y", "x")(base), ta.jacfwd(t)(base), f"{name}{shapes}")
 
 
 def test_pow_follows_the_tape_convention():
@@ -157,7 +293,7 @@ def test_where_agrees_with_the_tape(point):
 
     def t(v):
         c = _core.concrete(v[0]) > _core.concrete(v[1])
-        return tnp.sum(_core.bind(OPS["where"].tape, np.array([c]), v[0:1] * v[2:3],
+        return tnp.sum(_core.bind(OPS["where"].prim, np.array([c]), v[0:1] * v[2:3],
                                   tnp.sin(v[1:2])))
     x = np.array(point)
     _same(f(x), t(x), "value")
@@ -207,7 +343,7 @@ def _structural():
 
 
 @pytest.mark.parametrize("name", sorted(_structural()))
-def test_structural_op_agrees_with_its_tape_counterpart(name):
+def test_structural_op_agrees_with_its_primitive(name):
     body_sc, body_ta = _structural()[name]
 
     @sc.function(sc.arg("x", 6), outputs=sc.arg("y", ()))
@@ -221,7 +357,7 @@ def test_structural_op_agrees_with_its_tape_counterpart(name):
     tape, *_ = _record(body_ta, (W,), {}, 0, "test")
     op = np.asarray(tape.export_nodes()[0])
     prims = {tape.record(int(i)).prim for i in np.flatnonzero(op == 1)}
-    assert OPS[name].tape in prims
+    assert OPS[name].prim in prims
     _same(f(W), t(W), "value")
     _same(sc.gradient(f, "y", "x")(W), ta.grad(t)(W), "gradient")
     _same(sc.hessian(f, "y", "x")(W), ta.hessian(t)(W), "Hessian")
