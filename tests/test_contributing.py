@@ -78,7 +78,8 @@ def test_class_attributes_exist():
     assert found
     for span in found:
         cls, attr = _CLASS_ATTR.match(span).groups()
-        assert hasattr(classes[cls], attr) or attr in getattr(classes[cls], "__slots__", ()), span
+        slots = getattr(classes[cls], "__slots__", ())
+        assert hasattr(classes[cls], attr) or attr in slots, span
 
 
 def _corpus() -> str:

@@ -42,10 +42,11 @@ def _record(*args):
 NO_PRIMITIVE = {"const", "input", "call", "vmap"}
 
 #: ops whose rules are the primitive's (tapead.scaly.ops.from_primitive)
-FROM_PRIMITIVE = {"add", "sub", "mul", "neg", "tan", "exp", "log", "sqrt", "tanh", "sign",
+FROM_PRIMITIVE = {"add", "sub", "mul", "neg", "sin", "cos", "tan", "exp", "log", "sqrt", "tanh",
+                  "abs", "sign",
                   "lt", "le", "gt", "ge", "eq", "ne"}
 #: ops that keep rules of their own (the reason is OpRule.own)
-OWN = {"div", "pow", "sin", "cos", "abs", "where",
+OWN = {"div", "pow", "where",
        "sum", "reshape", "gather", "scatter", "stack", "transpose", "matmul",
        "scan", "while_loop", "cond", "custom_call", "print"}
 
@@ -149,6 +150,36 @@ def test_patterns_are_the_primitives_sparsity_rules(monkeypatch):
     y = sc.stack([x[0], x[1]]).sin()
     assert sc.jacobian_sparsity(y, x).to_mask().astype(int).tolist() == [[1, 1, 0],
                                                                          [1, 1, 0]]
+
+
+# ---------------------------------------------------------------------------
+# numpy's ufuncs on expressions: how the primitives' partials build expressions
+# ---------------------------------------------------------------------------
+
+def test_numpy_ufuncs_build_the_scaly_ops():
+    x = sc.sym("reg_u", 2)
+    assert np.cos(x) is x.cos() and np.sin(x) is x.sin() and np.sign(x) is apply("sign", x)
+    assert np.abs(x) is abs(x) and np.negative(x) is -x and np.exp(x) is x.exp()
+
+
+def test_numpy_operands_give_the_operators_expressions():
+    """A numpy value on the left builds what Python's reflected operator built."""
+    x = sc.sym("reg_v", 2)
+    w = np.array([1.0, 2.0])
+    assert np.float64(2.0) * x is 2.0 * x
+    assert (w - x) is apply("sub", w, x)
+    assert (w < x) is (x > w) and (w >= x) is (x <= w)
+    assert np.multiply(x, w) is x * w
+
+
+def test_other_ufuncs_on_expressions_are_refused():
+    x = sc.sym("reg_w", 2)
+    with pytest.raises(TypeError):
+        np.arcsinh(x)                        # no Scaly op: numpy refuses
+    with pytest.raises(TypeError):
+        np.add(x, 1.0, out=np.zeros(2))      # an out= buffer cannot hold an expression
+    with pytest.raises(TypeError):
+        np.add.reduce(x)
 
 
 # ---------------------------------------------------------------------------

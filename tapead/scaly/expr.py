@@ -110,8 +110,26 @@ class Expr:
     """
 
     __slots__ = ("id", "op", "operands", "attrs", "type", "diff", "__weakref__")
-    __array_ufunc__ = None          # numpy defers to our reflected operators
     __hash__ = object.__hash__      # __eq__ builds an expression
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy's ufuncs on expressions: the unary ones that are Scaly ops build
+        that op (``np.cos(x)`` is ``x.cos()``, so a primitive's local partial,
+        written with numpy for plain values, builds expressions); binary ones
+        are the operators (``a < x`` is ``x > a``, as Python's reflected
+        operators make it).  Anything else is refused by numpy (TypeError)."""
+        if method != "__call__" or kwargs:
+            return NotImplemented
+        if len(inputs) == 1:
+            op = _UNARY_UFUNCS.get(ufunc)
+            return NotImplemented if op is None else apply(op, inputs[0])
+        names = _BINARY_UFUNCS.get(ufunc)
+        if names is None or len(inputs) != 2:
+            return NotImplemented
+        a, b = inputs
+        if isinstance(a, Expr):
+            return getattr(a, names[0])(b)
+        return getattr(b, names[1])(a)
 
     # -- structure --------------------------------------------------------
     @property
@@ -227,6 +245,21 @@ class Expr:
         if self.ndim < 2:
             return self
         return apply("transpose", self, axes=tuple(reversed(range(self.ndim))))
+
+
+#: numpy ufunc -> the Scaly op it builds on an expression
+_UNARY_UFUNCS = {np.sin: "sin", np.cos: "cos", np.tan: "tan", np.exp: "exp", np.log: "log",
+                 np.sqrt: "sqrt", np.tanh: "tanh", np.absolute: "abs", np.sign: "sign",
+                 np.negative: "neg"}
+#: numpy binary ufunc -> (operator of a left expression, reflected operator of a right one)
+_BINARY_UFUNCS = {
+    np.add: ("__add__", "__radd__"), np.subtract: ("__sub__", "__rsub__"),
+    np.multiply: ("__mul__", "__rmul__"), np.true_divide: ("__truediv__", "__rtruediv__"),
+    np.power: ("__pow__", "__rpow__"), np.matmul: ("__matmul__", "__rmatmul__"),
+    np.less: ("__lt__", "__gt__"), np.less_equal: ("__le__", "__ge__"),
+    np.greater: ("__gt__", "__lt__"), np.greater_equal: ("__ge__", "__le__"),
+    np.equal: ("__eq__", "__eq__"), np.not_equal: ("__ne__", "__ne__"),
+}
 
 
 # ---------------------------------------------------------------------------

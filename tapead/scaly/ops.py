@@ -12,21 +12,23 @@ rules build new interned expressions:
 * ``jvp(tangents, node)`` returns the output tangent (``None`` = zero);
   tangents of operands are ``None`` when zero.
 
-Elementwise ops whose primitive's local partial is plain arithmetic on the
-operands and the result (``prim.partial``, ``prim.partials``) take their
-rules from it (:func:`from_primitive`): the VJP is ``g`` times the partial,
-the JVP the sum of tangents times partials, the batched JVP follows the
-primitive's ``BROADCAST`` batching and the ``diff`` flag its sparsity (no
+Elementwise ops whose primitive states its local partials (``prim.partial``,
+``prim.partials``: arithmetic and numpy ufuncs of the operands and the
+result, which build Scaly ops on expressions, ``Expr.__array_ufunc__``) take
+their rules from them (:func:`from_primitive`): the VJP is ``g`` times the
+partial, the JVP the sum of tangents times partials, the batched JVP follows
+the primitive's ``BROADCAST`` batching and the ``diff`` flag its sparsity (no
 dependence: no derivative).  The sparsity of every op is the primitive's own
 rule, since patterns are found on the lowered tape.  The other ops keep rules
-of their own, each with the reason (``OpRule.own``, :func:`own_rules`: the primitive's rule
-reads values at a point, or the scaly op has its own parameterisation);
+of their own, each with the reason (``OpRule.own``, :func:`own_rules`: the
+primitive's rule reads values at a point, or the scaly op has its own
+parameterisation);
 ``tests/test_scaly_registry.py`` checks the table and compares every op with
 its primitive, value and first and second derivatives.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -262,26 +264,15 @@ register("pow", _arith("pow", floating=True), _pow_fn,
 # unary elementwise functions
 # ---------------------------------------------------------------------------
 
-def _unary(name: str, fn: Callable, partial: Callable, prim: Primitive, own: str):
-    register(name, _same_float, fn,
-             vjp=lambda g, n: [g * partial(n)],
-             jvp=lambda ts, n: ts[0] * partial(n),
-             jvp_many=lambda ts, n, k: ts[0] * partial(n), prim=prim, own=own)
-
-
-for _name, _fn, _ewf in (("tan", tnp.tan, _ew.tan), ("exp", tnp.exp, _ew.exp),
-                        ("log", tnp.log, _ew.log), ("sqrt", tnp.sqrt, _ew.sqrt),
-                        ("tanh", tnp.tanh, _ew.tanh), ("sign", tnp.sign, _ew.sign)):
+# sin's and cos's partials are cos and -sin given the partner (the tape may hold
+# it); abs's is the sign of x (sign(0) = 0): on expressions, numpy's ufuncs build
+# those ops (Expr.__array_ufunc__), so the partials give the same expressions
+for _name, _fn, _ewf in (("sin", tnp.sin, _ew.sin), ("cos", tnp.cos, _ew.cos),
+                         ("tan", tnp.tan, _ew.tan), ("exp", tnp.exp, _ew.exp),
+                         ("log", tnp.log, _ew.log), ("sqrt", tnp.sqrt, _ew.sqrt),
+                         ("tanh", tnp.tanh, _ew.tanh), ("abs", tnp.abs, _ew.absolute),
+                         ("sign", tnp.sign, _ew.sign)):
     from_primitive(_name, _same_float, _fn, _ewf.prim)
-_unary("sin", tnp.sin, lambda n: n.operands[0].cos(), _ew.sin.prim,
-       own="the primitive's partial reads the cosine the tape saved beside the sine "
-           "(cos_given_sin), a value a graph does not hold")
-_unary("cos", tnp.cos, lambda n: -n.operands[0].sin(), _ew.cos.prim,
-       own="the primitive's partial reads the sine the tape saved beside the cosine "
-           "(sin_given_cos), a value a graph does not hold")
-_unary("abs", tnp.abs, lambda n: apply("sign", n.operands[0]), _ew.absolute.prim,
-       own="the primitive's partial is sign(x) of the concrete value; here it is the "
-           "sign op of the operand (sign(0) = 0, as the tape)")
 
 
 # ---------------------------------------------------------------------------
