@@ -65,7 +65,7 @@ def all_primitives() -> list:
     custom_vjp primitive."""
     from tapead.scaly.expr import OPS
     stack = [v for m in _modules() for v in vars(m).values()]
-    stack += [rule.tape for rule in OPS.values() if getattr(rule, "tape", None) is not None]
+    stack += [rule.prim for rule in OPS.values() if rule.prim is not None]
 
     def f(x):
         return x

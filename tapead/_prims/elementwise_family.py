@@ -109,6 +109,7 @@ def _binary(name, npfunc, dx, dy, saves=None, ufunc=None):
     prim.defjvp(lambda t, ans, x, y: t * dx(x, y, ans),
                 lambda t, ans, x, y: t * dy(x, y, ans))
     defelementwise(prim)
+    prim.partials = (dx, dy)  # d/dx, d/dy(x, y, ans) (tapead.scaly derives from them)
     BINARY[opcode] = prim
 
     def func(x, y):

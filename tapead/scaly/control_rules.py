@@ -359,8 +359,9 @@ def _one_output(group_rule):
 for _op, _vjp, _jvp in (("scan", loop_vjp, loop_jvp), ("while_loop", loop_vjp, loop_jvp),
                         ("cond", cond_vjp, cond_jvp), ("custom_call", custom_vjp, custom_jvp)):
     # on the tape, each output of a loop is a pick of the loop node's result
-    register(_op, _loop_infer, eval_fn, vjp=_one_output(_vjp), jvp=_jvp, tape=pick_p)
+    register(_op, _loop_infer, eval_fn, vjp=_one_output(_vjp), jvp=_jvp, prim=pick_p,
+             own="a control op: its rules differentiate the body Function")
     GROUP_VJPS[_op] = _vjp
 register("print", lambda ops, a: ops[0].type, print_fn,
          vjp=lambda g, n: [g], jvp=lambda ts, n: ts[0], jvp_many=lambda ts, n, k: ts[0],
-         tape=print_p)
+         prim=print_p, own="the identity: its rules pass the tangent on")

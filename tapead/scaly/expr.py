@@ -44,21 +44,26 @@ class OpRule:
         tangent carries ``k`` directions as an extra leading axis (shape
         ``(k,) + operand.shape``) and so does the result.  Without it a
         batched forward pass runs ``jvp`` once per direction.
-    tape : Primitive or None
+    prim : Primitive or None
         The tapead primitive ``fn`` records on a tape (its scalar opcode is
-        ``tape.opcode``): the op's values and derivatives must agree with it,
-        at smooth points and at the conventions of docs/nonsmooth.md (one
-        test compares every pair).  None for leaves and calls.
+        ``prim.opcode``): the op's values and derivatives agree with it, at
+        smooth points and at the conventions of docs/nonsmooth.md.  None for
+        leaves and calls of other Functions.
+    own : str or None
+        None when the derivative rules are the primitive's (built from its
+        local partials by ``tapead.scaly.ops.from_primitive``); otherwise why
+        the op keeps rules of its own.
     """
 
-    __slots__ = ("name", "infer", "fn", "vjp", "jvp", "diff", "jvp_many", "tape")
+    __slots__ = ("name", "infer", "fn", "vjp", "jvp", "diff", "jvp_many", "prim", "own")
 
     def __init__(self, name, infer, fn, vjp=None, jvp=None, diff=True, jvp_many=None,
-                 tape=None):
+                 prim=None, own=None):
         self.name, self.infer, self.fn, self.vjp, self.jvp = name, infer, fn, vjp, jvp
         self.diff = diff
         self.jvp_many = jvp_many
-        self.tape = tape
+        self.prim = prim
+        self.own = own
 
 
 #: op name -> OpRule, filled by tapead.scaly.ops (the only place rules live).
@@ -105,8 +110,26 @@ class Expr:
     """
 
     __slots__ = ("id", "op", "operands", "attrs", "type", "diff", "__weakref__")
-    __array_ufunc__ = None          # numpy defers to our reflected operators
     __hash__ = object.__hash__      # __eq__ builds an expression
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """numpy's ufuncs on expressions: the unary ones that are Scaly ops build
+        that op (``np.cos(x)`` is ``x.cos()``, so a primitive's local partial,
+        written with numpy for plain values, builds expressions); binary ones
+        are the operators (``a < x`` is ``x > a``, as Python's reflected
+        operators make it).  Anything else is refused by numpy (TypeError)."""
+        if method != "__call__" or kwargs:
+            return NotImplemented
+        if len(inputs) == 1:
+            op = _UNARY_UFUNCS.get(ufunc)
+            return NotImplemented if op is None else apply(op, inputs[0])
+        names = _BINARY_UFUNCS.get(ufunc)
+        if names is None or len(inputs) != 2:
+            return NotImplemented
+        a, b = inputs
+        if isinstance(a, Expr):
+            return getattr(a, names[0])(b)
+        return getattr(b, names[1])(a)
 
     # -- structure --------------------------------------------------------
     @property
@@ -222,6 +245,21 @@ class Expr:
         if self.ndim < 2:
             return self
         return apply("transpose", self, axes=tuple(reversed(range(self.ndim))))
+
+
+#: numpy ufunc -> the Scaly op it builds on an expression
+_UNARY_UFUNCS = {np.sin: "sin", np.cos: "cos", np.tan: "tan", np.exp: "exp", np.log: "log",
+                 np.sqrt: "sqrt", np.tanh: "tanh", np.absolute: "abs", np.sign: "sign",
+                 np.negative: "neg"}
+#: numpy binary ufunc -> (operator of a left expression, reflected operator of a right one)
+_BINARY_UFUNCS = {
+    np.add: ("__add__", "__radd__"), np.subtract: ("__sub__", "__rsub__"),
+    np.multiply: ("__mul__", "__rmul__"), np.true_divide: ("__truediv__", "__rtruediv__"),
+    np.power: ("__pow__", "__rpow__"), np.matmul: ("__matmul__", "__rmatmul__"),
+    np.less: ("__lt__", "__gt__"), np.less_equal: ("__le__", "__ge__"),
+    np.greater: ("__gt__", "__lt__"), np.greater_equal: ("__ge__", "__le__"),
+    np.equal: ("__eq__", "__eq__"), np.not_equal: ("__ne__", "__ne__"),
+}
 
 
 # ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The op table: every Scaly op with its type rule, evaluation and derivatives.
 
-One entry per op, grouped by family.  ``fn`` is written with
+One entry per op, grouped by family.  Each op names the ``Primitive`` its
+``fn`` records on a tape (``OpRule.prim``).  ``fn`` is written with
 ``tapead.numpy`` operations, so the same function folds constants (plain
 numpy values) and lowers a graph onto a tapead tape (tracers).  Derivative
 rules build new interned expressions:
@@ -11,33 +12,41 @@ rules build new interned expressions:
 * ``jvp(tangents, node)`` returns the output tangent (``None`` = zero);
   tangents of operands are ``None`` when zero.
 
-Unary elementwise ops only state their local partial; both rules follow.
-Each op names its tape counterpart (``OpRule.tape``, the :data:`TAPE` table
-at the end): the primitive ``fn`` records.  Scaly's rules follow the tape's
-conventions at non-smooth points (docs/nonsmooth.md); where the tape's local
-partial is plain arithmetic it is reused rather than restated
-(:func:`_tape_partial`), and ``tests/test_scaly_vs_tape.py`` compares every
-pair, value and first and second derivatives.
+Elementwise ops whose primitive states its local partials (``prim.partial``,
+``prim.partials``: arithmetic and numpy ufuncs of the operands and the
+result, which build Scaly ops on expressions, ``Expr.__array_ufunc__``) take
+their rules from them (:func:`from_primitive`): the VJP is ``g`` times the
+partial, the JVP the sum of tangents times partials, the batched JVP follows
+the primitive's ``BROADCAST`` batching and the ``diff`` flag its sparsity (no
+dependence: no derivative).  The sparsity of every op is the primitive's own
+rule, since patterns are found on the lowered tape.  The other ops keep rules
+of their own, each with the reason (``OpRule.own``, :func:`own_rules`: the
+primitive's rule reads values at a point, or the scaly op has its own
+parameterisation);
+``tests/test_scaly_registry.py`` checks the table and compares every op with
+its primitive, value and first and second derivatives.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
 import tapead.numpy as tnp
-from tapead import _core
+from tapead import _core, patterns
 from tapead._prims import elementwise as _ew, indexing as _ix, linalg as _la
 from tapead._prims import reductions as _red, shape as _sh
-from tapead._prims.base import Primitive, defzero
+from tapead._prims.base import BROADCAST, Primitive, defzero
 from tapead.scaly.errors import ScalyShapeError
 from tapead.scaly.expr import (OPS, OpRule, apply, const, gather, ones, reshape, scatter)
 from tapead.scaly.types import TensorType, dtypes
 
 
 def register(name, infer, fn, vjp=None, jvp=None, diff=True, jvp_many=None,
-             tape=None) -> OpRule:
-    rule = OpRule(name, infer, fn, vjp, jvp, diff, jvp_many, tape)
+             prim=None, own=None) -> OpRule:
+    """Enter an op in the table; ``prim`` is the primitive ``fn`` records and
+    ``own`` says why the derivative rules given are the op's own."""
+    rule = OpRule(name, infer, fn, vjp, jvp, diff, jvp_many, prim, own)
     OPS[name] = rule
     return rule
 
@@ -128,24 +137,74 @@ register("input", lambda ops, a: TensorType(a["shape"], {"float64": dtypes.float
 
 
 # ---------------------------------------------------------------------------
+# rules from the primitive: the elementwise family's local partials
+# ---------------------------------------------------------------------------
+
+def _partials(prim: Primitive):
+    """The primitive's local partials as functions of a node: ``d(x, ans)`` of a
+    unary primitive (``prim.partial``), ``dx, dy(x, y, ans)`` of a binary one
+    (``prim.partials``), applied to the node's operands and the node itself."""
+    if getattr(prim, "partials", None) is not None:
+        return [lambda n, d=d: d(*n.operands, n) for d in prim.partials]
+    if getattr(prim, "partial", None) is not None:
+        return [lambda n: prim.partial(n.operands[0], n)]
+    raise TypeError(f"primitive {prim.name!r} states no local partial (prim.partial or "
+                    "prim.partials): give the scaly op rules of its own, with own=reason")
+
+
+def _scaled(t, d):
+    """``t`` times a local partial; the numbers 1 and -1 (linear rules) give ``t``
+    and ``-t`` without a product."""
+    if isinstance(d, (int, float)) and d in (1.0, -1.0):
+        return t if d == 1.0 else -t
+    return t * d
+
+
+def _tangent_total(ts, ds):
+    """The sum of ``t_k d_k`` over the non-zero tangents; a partial of -1
+    subtracts its tangent (``ta - tb``, as subtraction's JVP)."""
+    out = None
+    for t, d in zip(ts, ds):
+        if t is None:
+            continue
+        d = d()
+        if out is not None and isinstance(d, (int, float)) and d == -1.0:
+            out = out - t
+        else:
+            term = _scaled(t, d)
+            out = term if out is None else out + term
+    return out
+
+
+def from_primitive(name: str, infer, fn, prim: Primitive) -> OpRule:
+    """An elementwise op whose rules are its primitive's: VJP ``g * d_k``, JVP
+    ``sum_k t_k d_k`` from the primitive's local partials, the batched JVP by
+    broadcasting (the primitive's ``BROADCAST`` batching), and no derivative
+    when the primitive's sparsity is ``patterns.ZERO`` (no dependence)."""
+    if prim.batching is not BROADCAST and prim.sparsity is not patterns.ZERO:
+        raise TypeError(f"primitive {prim.name!r} does not batch by broadcasting: its "
+                        "scaly op needs rules of its own")
+    if prim.sparsity is patterns.ZERO:
+        return register(name, infer, fn, diff=False, prim=prim)
+    _partials(prim)                          # refuse a primitive without partials now
+
+    def vjp(g, n):                           # the primitive's partials, read when used
+        return [_scaled(g, d(n)) for d in _partials(prim)]
+
+    def jvp(ts, n):
+        return _tangent_total(ts, [lambda d=d: d(n) for d in _partials(prim)])
+    return register(name, infer, fn, vjp=vjp, jvp=jvp, jvp_many=elementwise_many(jvp),
+                    prim=prim)
+
+
+# ---------------------------------------------------------------------------
 # elementwise arithmetic
 # ---------------------------------------------------------------------------
 
-register("add", _arith("add"), tnp.add,
-         vjp=lambda g, n: [g, g],
-         jvp=lambda ts, n: total(ts), jvp_many=elementwise_many(lambda ts, n: total(ts)))
-def _sub_jvp(ts, n):
-    ta, tb = ts
-    if tb is None:
-        return ta
-    return -tb if ta is None else ta - tb
-
-
-register("sub", _arith("sub"), tnp.subtract, vjp=lambda g, n: [g, -g], jvp=_sub_jvp,
-         jvp_many=elementwise_many(_sub_jvp))
-def _mul_jvp(ts, n):
-    return total([None if ts[0] is None else ts[0] * n.operands[1],
-                  None if ts[1] is None else ts[1] * n.operands[0]])
+from_primitive("add", _arith("add"), tnp.add, _ew.add.prim)
+from_primitive("sub", _arith("sub"), tnp.subtract, _ew.subtract.prim)
+from_primitive("mul", _arith("mul"), tnp.multiply, _ew.multiply.prim)
+from_primitive("neg", lambda ops, a: ops[0].type, tnp.negative, _ew.negative.prim)
 
 
 def _div_jvp(ts, n):
@@ -153,12 +212,11 @@ def _div_jvp(ts, n):
                   None if ts[1] is None else -(ts[1] * (n / n.operands[1]))])
 
 
-register("mul", _arith("mul"), tnp.multiply,
-         vjp=lambda g, n: [g * n.operands[1], g * n.operands[0]],
-         jvp=_mul_jvp, jvp_many=elementwise_many(_mul_jvp))
 register("div", _arith("div", floating=True), tnp.divide,
          vjp=lambda g, n: [g / n.operands[1], -(g * (n / n.operands[1]))],
-         jvp=_div_jvp, jvp_many=elementwise_many(_div_jvp))
+         jvp=_div_jvp, jvp_many=elementwise_many(_div_jvp), prim=_ew.divide.prim,
+         own="one division g / y; the primitive's partial 1 / y times g is another "
+             "expression, printed and rounded differently")
 
 
 def _pow_fn(a, b):
@@ -197,41 +255,24 @@ def _pow_jvp(ts, n):
 
 register("pow", _arith("pow", floating=True), _pow_fn,
          vjp=lambda g, n: [g * p if p is not None else None for p in _pow_partials(n)],
-         jvp=_pow_jvp, jvp_many=elementwise_many(_pow_jvp))
-register("neg", lambda ops, a: ops[0].type, tnp.negative,
-         vjp=lambda g, n: [-g],
-         jvp=lambda ts, n: -ts[0], jvp_many=lambda ts, n, k: -ts[0])
+         jvp=_pow_jvp, jvp_many=elementwise_many(_pow_jvp), prim=_ew.power.prim,
+         own="the primitive's partials choose a formula from the values (zeros of "
+             "x**y, y == 0); a graph has no values, so the choice is a where()")
 
 
 # ---------------------------------------------------------------------------
-# unary elementwise functions: name, tapead function, local partial
+# unary elementwise functions
 # ---------------------------------------------------------------------------
 
-def _unary(name: str, fn: Callable, partial: Callable):
-    register(name, _same_float, fn,
-             vjp=lambda g, n: [g * partial(n)],
-             jvp=lambda ts, n: ts[0] * partial(n),
-             jvp_many=lambda ts, n, k: ts[0] * partial(n))
-
-
-def _tape_partial(func):
-    """The tape's local partial ``d(x, ans)`` of ``func``, applied to the node's
-    operand and the node (it is plain arithmetic on them)."""
-    d = func.prim.partial
-    return lambda n: d(n.operands[0], n)
-
-
-# sin, cos and abs restate the tape's partial: the tape's reads concrete values
-# (the sign of x) or reuses the partner value (cos given sin)
-_unary("sin", tnp.sin, lambda n: n.operands[0].cos())
-_unary("cos", tnp.cos, lambda n: -n.operands[0].sin())
-_unary("tan", tnp.tan, _tape_partial(_ew.tan))              # 1 + tan^2
-_unary("exp", tnp.exp, _tape_partial(_ew.exp))
-_unary("log", tnp.log, _tape_partial(_ew.log))
-_unary("sqrt", tnp.sqrt, _tape_partial(_ew.sqrt))
-_unary("tanh", tnp.tanh, _tape_partial(_ew.tanh))
-_unary("abs", tnp.abs, lambda n: apply("sign", n.operands[0]))    # sign(0) = 0, as the tape
-register("sign", _same_float, tnp.sign, diff=False)      # derivative zero
+# sin's and cos's partials are cos and -sin given the partner (the tape may hold
+# it); abs's is the sign of x (sign(0) = 0): on expressions, numpy's ufuncs build
+# those ops (Expr.__array_ufunc__), so the partials give the same expressions
+for _name, _fn, _ewf in (("sin", tnp.sin, _ew.sin), ("cos", tnp.cos, _ew.cos),
+                         ("tan", tnp.tan, _ew.tan), ("exp", tnp.exp, _ew.exp),
+                         ("log", tnp.log, _ew.log), ("sqrt", tnp.sqrt, _ew.sqrt),
+                         ("tanh", tnp.tanh, _ew.tanh), ("abs", tnp.abs, _ew.absolute),
+                         ("sign", tnp.sign, _ew.sign)):
+    from_primitive(_name, _same_float, _fn, _ewf.prim)
 
 
 # ---------------------------------------------------------------------------
@@ -268,7 +309,9 @@ def _where_jvp(ts, n):
 
 register("where", _where_infer, _where_fn,
          vjp=lambda g, n: [None, where(n.operands[0], g, 0.0), where(n.operands[0], 0.0, g)],
-         jvp=_where_jvp, jvp_many=elementwise_many(_where_jvp))
+         jvp=_where_jvp, jvp_many=elementwise_many(_where_jvp), prim=_ew.where_p,
+         own="the primitive's rules call tapead's where, which reads the condition's "
+             "value; here the condition stays an expression")
 
 
 # ---------------------------------------------------------------------------
@@ -283,7 +326,7 @@ def _comparison(name: str, ufunc):
         if isinstance(a, _core.Box) or isinstance(b, _core.Box):
             return _core.bind(prim, a, b)
         return ufunc(a, b)
-    register(name, _compare(name), fn, diff=False, tape=prim)
+    from_primitive(name, _compare(name), fn, prim)
 
 
 for _name, _ufunc in [("lt", np.less), ("le", np.less_equal), ("gt", np.greater),
@@ -313,9 +356,15 @@ def _sum_vjp(g, n):
     return [g * ones(x.shape)]
 
 
+#: why the structural ops keep rules of their own
+_STRUCTURAL = ("a structural op: the primitive's rules build tapead arrays from the "
+               "tape's parameters; scaly's op has its own attributes (flat indices, "
+               "axes) and its rules are the same moves on expressions")
+
 register("sum", _sum_infer, _sum_fn, vjp=_sum_vjp,
          jvp=lambda ts, n: apply("sum", ts[0], axes=n.attrs["axes"]),
-         jvp_many=lambda ts, n, k: apply("sum", ts[0], axes=_shift(n.attrs["axes"])))
+         jvp_many=lambda ts, n, k: apply("sum", ts[0], axes=_shift(n.attrs["axes"])),
+         prim=_red.sum_p, own=_STRUCTURAL)
 
 
 def _reshape_infer(ops, a):
@@ -328,7 +377,8 @@ def _reshape_infer(ops, a):
 register("reshape", _reshape_infer, lambda x, shape: tnp.reshape(x, shape),
          vjp=lambda g, n: [reshape(g, n.operands[0].shape)],
          jvp=lambda ts, n: reshape(ts[0], n.attrs["shape"]),
-         jvp_many=lambda ts, n, k: reshape(ts[0], (k,) + n.attrs["shape"]))
+         jvp_many=lambda ts, n, k: reshape(ts[0], (k,) + n.attrs["shape"]),
+         prim=_sh.reshape_p, own=_STRUCTURAL)
 
 
 def _gather_infer(ops, a):
@@ -374,12 +424,13 @@ register("gather", _gather_infer, _gather_fn,
          jvp=lambda ts, n: gather(ts[0], n.attrs["indices"], n.attrs["shape"]),
          jvp_many=lambda ts, n, k: gather(
              ts[0], _batched_indices(n.attrs["indices"], n.operands[0].size, k),
-             (k,) + n.attrs["shape"]))
+             (k,) + n.attrs["shape"]), prim=_ix.getitem_p, own=_STRUCTURAL)
 register("scatter", lambda ops, a: TensorType(a["shape"], ops[0].dtype), _scatter_fn,
          vjp=lambda g, n: [gather(g, n.attrs["indices"], n.operands[0].shape)],
          jvp=lambda ts, n: scatter(ts[0], n.attrs["indices"], n.attrs["shape"]),
          jvp_many=lambda ts, n, k: scatter(
-             ts[0], _batched_indices(n.attrs["indices"], n.size, k), (k,) + n.attrs["shape"]))
+             ts[0], _batched_indices(n.attrs["indices"], n.size, k), (k,) + n.attrs["shape"]),
+         prim=_ix.index_update_p, own=_STRUCTURAL)
 
 
 def _stack_infer(ops, a):
@@ -414,7 +465,7 @@ def _stack_jvp_many(ts, n, k):
 register("stack", _stack_infer, lambda *xs, axis: tnp.stack(list(xs), axis=axis),
          vjp=lambda g, n: [gather(g, p, o.shape)
                            for p, o in zip(_stack_positions(n), n.operands)],
-         jvp=_stack_jvp, jvp_many=_stack_jvp_many)
+         jvp=_stack_jvp, jvp_many=_stack_jvp_many, prim=_sh.stack_p, own=_STRUCTURAL)
 
 
 # ---------------------------------------------------------------------------
@@ -443,7 +494,8 @@ def _inverse(axes):
 register("transpose", _transpose_infer, lambda x, axes: tnp.transpose(x, axes),
          vjp=lambda g, n: [transpose(g, _inverse(n.attrs["axes"]))],
          jvp=lambda ts, n: transpose(ts[0], n.attrs["axes"]),
-         jvp_many=lambda ts, n, k: transpose(ts[0], (0,) + _shift(n.attrs["axes"])))
+         jvp_many=lambda ts, n, k: transpose(ts[0], (0,) + _shift(n.attrs["axes"])),
+         prim=_sh.transpose_p, own=_STRUCTURAL)
 
 
 def _matmul_infer(ops, a):
@@ -519,24 +571,16 @@ def _matmul_jvp_many(ts, n, k):
 
 
 register("matmul", _matmul_infer, tnp.matmul, vjp=_matmul_vjp, jvp=_matmul_jvp,
-         jvp_many=_matmul_jvp_many)
+         jvp_many=_matmul_jvp_many, prim=_la.matmul_p,
+         own="1-d and 2-d operands only, with transposes and outer products as "
+             "expressions; the primitive's rules handle any rank with tapead arrays")
 
 
 # ---------------------------------------------------------------------------
-# the tape counterpart of every op: the primitive its fn records
+# which ops keep rules of their own
 # ---------------------------------------------------------------------------
 
-#: op name -> tapead primitive (comparisons name their own, in _comparison);
-#: tests/test_scaly_vs_tape.py compares values and derivatives of every pair
-TAPE = {
-    "add": _ew.add.prim, "sub": _ew.subtract.prim, "mul": _ew.multiply.prim,
-    "div": _ew.divide.prim, "pow": _ew.power.prim, "neg": _ew.negative.prim,
-    "sin": _ew.sin.prim, "cos": _ew.cos.prim, "tan": _ew.tan.prim, "exp": _ew.exp.prim,
-    "log": _ew.log.prim, "sqrt": _ew.sqrt.prim, "tanh": _ew.tanh.prim,
-    "abs": _ew.absolute.prim, "sign": _ew.sign.prim, "where": _ew.where_p,
-    "sum": _red.sum_p, "reshape": _sh.reshape_p, "gather": _ix.getitem_p,
-    "scatter": _ix.index_update_p, "stack": _sh.stack_p, "transpose": _sh.transpose_p,
-    "matmul": _la.matmul_p,
-}
-for _name, _prim in TAPE.items():
-    OPS[_name].tape = _prim
+def own_rules() -> dict:
+    """Op name -> why its derivative rules are scaly's own and not its
+    primitive's (the ops built by :func:`from_primitive` take them from it)."""
+    return {name: rule.own for name, rule in OPS.items() if rule.own is not None}
