@@ -284,3 +284,59 @@ def test_errors_keep_their_advice():
         ta.grad(set_traced)(np.array([0.5, 1.5]))
     with pytest.raises(IndexError, match="out of bounds"):
         ta.grad(lambda x: np.sum(x[np.floor(x * 10).astype(int)]))(np.ones(2))
+
+
+def advect_wrapped(field, u, v):
+    """fluidsim's advection: indices wrapped around the edges with np.mod."""
+    n = field.shape[0]
+    jj, ii = np.meshgrid(np.arange(n), np.arange(n))
+    px, py = (ii - u).ravel(), (jj - v).ravel()
+    x0, y0 = np.floor(px).astype(int), np.floor(py).astype(int)
+    wx, wy = px - x0, py - y0
+    x0, y0 = np.mod(x0, n), y0 % n
+    x1, y1 = np.mod(x0 + 1, n), (y0 + 1) % n
+    out = ((1 - wx) * ((1 - wy) * field[x0, y0] + wy * field[x0, y1])
+           + wx * ((1 - wy) * field[x1, y0] + wy * field[x1, y1]))
+    return np.reshape(out, (n, n))
+
+
+def test_integer_arithmetic_of_traced_integers_stays_integer():
+    def check(v):
+        i = np.floor(v).astype(int)
+        for got, want in ((i // 2, np.floor_divide), (7 // (i + 3), None),
+                          (np.mod(i, 5), np.mod), (i % 5, np.remainder),
+                          (np.fmod(i, 5), np.fmod), (np.floor_divide(i, -2), None)):
+            assert isinstance(got, ta.Tracer) and got.dtype == np.int64
+        iv = np.floor(v.primal).astype(int)
+        np.testing.assert_array_equal((i // 2).primal, iv // 2)
+        np.testing.assert_array_equal((7 // (i + 3)).primal, 7 // (iv + 3))
+        np.testing.assert_array_equal(np.mod(i, 5).primal, np.mod(iv, 5))
+        np.testing.assert_array_equal(np.fmod(i, 5).primal, np.fmod(iv, 5))
+        return np.sum(v)
+    ta.grad(check)(np.array([1.3, 2.7, -0.5, -3.2]))
+
+
+def test_float_floor_divide_has_zero_derivative_and_numpys_values():
+    x = np.array([1.3, 2.7, -0.5, 4.9])
+
+    def f(x):
+        return np.sum(x * (x // 0.7)) + np.sum(np.floor_divide(2.0, x))
+    np.testing.assert_array_equal(ta.grad(f)(x), x // 0.7)
+    v = ta.value_and_grad(f)(x)[0]
+    assert v == np.sum(x * (x // 0.7)) + np.sum(np.floor_divide(2.0, x))
+
+
+def test_wrapped_advection_gradients_jit_and_vmap():
+    field, u, v = _point(3, n=5)
+
+    def f(u):
+        return np.sum(advect_wrapped(field, u, v) ** 2)
+    g = ta.grad(f)(u)
+    assert _rel(g, fd_grad(f, u)) < 1e-7
+    jg = ta.jit(ta.grad(f))
+    jg(u)
+    u2 = u + 0.37                       # other integers: the replay recomputes them
+    np.testing.assert_allclose(jg(u2), ta.grad(f)(u2), rtol=1e-13, atol=1e-15)
+    us = np.stack([u, u2, -u])
+    np.testing.assert_allclose(ta.vmap(ta.grad(f))(us), np.stack([ta.grad(f)(w) for w in us]),
+                               rtol=1e-13, atol=1e-15)

@@ -53,6 +53,37 @@ _round = _zero_derivative("round", np.round)
 _copysign_one = _zero_derivative("copysign_one", lambda y: np.copysign(1.0, y))
 
 
+def _zero_derivative2(name, npfunc, doc):
+    """A two-argument elementwise primitive with derivative zero in both."""
+    prim = Primitive(name, npfunc, saves=())
+    prim.defvjp(lambda g, ans, x, y: None, lambda g, ans, x, y: None)
+    prim.defjvp(lambda t, ans, x, y: None, lambda t, ans, x, y: None)
+    defzero(prim)
+    prim.defvmap(batching.elementwise_rule(prim))
+
+    def func(x, y):
+        if _box(x, y):
+            return bind(prim, x, y)
+        return npfunc(x, y)
+    func.__name__ = func.__qualname__ = name
+    func.__doc__ = doc
+    func.prim = prim
+    return func
+
+
+floor_divide = _zero_derivative2(
+    "floor_divide", np.floor_divide,
+    "``np.floor_divide`` / ``x // y``: numpy's values; on traced values its derivative "
+    "is zero (piecewise constant; integers have none) and a tape recomputes it on replay.")
+#: ``np.remainder`` and ``np.fmod`` of integers (exact integers, no derivative); the
+#: float forms are compositions with derivative 1 in ``x`` (tapead.compositions.misc)
+integer_remainder = _zero_derivative2(
+    "integer_remainder", np.remainder,
+    "``np.remainder`` of integer values: an integer result, no derivative.")
+integer_fmod = _zero_derivative2(
+    "integer_fmod", np.fmod, "``np.fmod`` of integer values: an integer result, no derivative.")
+
+
 def fix(x, out=None):
     """``np.fix`` (round towards zero); derivative zero."""
     if out is not None:
@@ -115,9 +146,10 @@ def heaviside(x, h0):
 
 #: numpy ufuncs this module implements for tracers
 UFUNCS = {np.floor: floor, np.ceil: ceil, np.rint: rint, np.trunc: trunc,
-          np.heaviside: heaviside}
+          np.heaviside: heaviside, np.floor_divide: floor_divide}
 #: numpy functions (NEP 18) this module implements for tracers
 NUMPY_FUNCTIONS = {np.round: round, np.around: around, np.fix: fix}
 #: methods of traced arrays : name -> function(x, *args, **kw)
 TRACER_METHODS = {"round": round}
-__all__ = ["floor", "ceil", "rint", "trunc", "fix", "round", "around", "heaviside"]
+__all__ = ["floor", "ceil", "rint", "trunc", "fix", "round", "around", "heaviside",
+           "floor_divide"]

@@ -26,7 +26,8 @@ import numpy as np
 from tapead._core import Box, concrete, guard_value, is_complex, lanes_of, shape_of
 from tapead._prims import batching
 from tapead._prims.piecewise import (  # noqa: F401  (re-exported)
-    _copysign_one, around, ceil, fix, floor, heaviside, rint, round, trunc)
+    _copysign_one, around, ceil, fix, floor, floor_divide, heaviside, integer_fmod,
+    integer_remainder, rint, round, trunc)
 from tapead._prims.elementwise import absolute, sin, where
 from tapead._prims.linalg import matmul
 from tapead._prims.reductions import mean as _mean, sum as _sum
@@ -97,10 +98,18 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
 # elementwise compositions
 # ---------------------------------------------------------------------------
 
+def _integral(*xs) -> bool:
+    """Whether every operand holds integers or bools (Python ints included)."""
+    return all(np.result_type(lanes_of(x) if isinstance(x, Box) else x).kind in "iub"
+               for x in xs)
+
+
 def remainder(x, y):
     """``np.remainder`` / ``np.mod`` as ``x - floor(x / y) * y`` (sign of ``y``)."""
     if not _box(x, y):
         return np.remainder(x, y)
+    if _integral(x, y):                  # integers: numpy's exact values, no derivative
+        return integer_remainder(x, y)
     return x - floor(x / y) * y
 
 
@@ -111,6 +120,8 @@ def fmod(x, y):
     """``np.fmod`` as ``x - trunc(x / y) * y`` (sign of ``x``)."""
     if not _box(x, y):
         return np.fmod(x, y)
+    if _integral(x, y):
+        return integer_fmod(x, y)
     return x - trunc(x / y) * y
 
 

@@ -128,6 +128,7 @@ _core.install_generic(ew.BINARY, ew.UNARY, {
     "matmul": linalg.matmul,
     "matmul_prim": linalg.matmul_p,
     "remainder": misc.remainder,
+    "floor_divide": misc.floor_divide,
     "getitem": shape.getitem,
     "stack_prim": shape.stack_p,
     "add_scatters": indexing.add_scatters,
