@@ -170,6 +170,18 @@ def test_sparse_jacobian_equals_ta_sparse_jacobian(client):
     np.testing.assert_array_equal(jac(2 * x).toarray(), ta.jacfwd(f)(2 * x))
 
 
+def test_terrain_trained_data_parallel_equals_one_process(client):
+    pytest.importorskip("matplotlib")
+    from tapead.examples import terrain            # needs matplotlib for its data
+    X, y, *_ = terrain.load_terrain(n_train=640, n_test=10)
+    params, _, curve = terrain.train(X, y, epochs=2, progress=False,
+                                     value_and_grad=terrain.data_parallel(blocks=2))
+    ref, _, ref_curve = terrain.train(X, y, epochs=2, progress=False)
+    for k in ref:
+        _close(params[k], ref[k], rtol=1e-10)
+    _close(curve, ref_curve, rtol=1e-10)
+
+
 # -- bad input: clear errors before any work is sent ------------------------------
 
 def test_errors_before_any_work(client):
