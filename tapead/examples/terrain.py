@@ -76,9 +76,8 @@ def data_parallel(blocks: int = 2):
     """``value_and_grad(params, x, t)`` of :func:`loss_fn` with each batch split
     into ``blocks`` blocks computed as Dask tasks (``tapead.dask``), on the
     default Dask client."""
-    # the dask extra is optional: imported only when asked for
     import dask.array as da
-    import tapead.dask as tdask
+    import tapead.dask as tdask     # the dask extra is optional: imported only when asked for
     vg = tdask.value_and_grad(loss_fn, reduction="mean")
 
     def value_and_grad(params, x, t):
