@@ -421,14 +421,26 @@ def _finish_hvp(vec, n, shapes, td, mean):
 # vmap over the chunks of a dask array
 # ---------------------------------------------------------------------------
 
-def _vmap_block(info, *blocks, fn, args, data_pos, in_axes, chunks):
+def _vmap_block(info, *blocks, fn, args, data_pos, in_axes, chunks, shapes, single):
+    """One block: ``f``'s output leaves, each with the block's examples first
+    (the one array itself when ``f`` returns one array)."""
     ax0 = in_axes[data_pos[0]]
     n = blocks[0].shape[ax0]
 
     def call():
-        out = fn(*_assemble(args, data_pos, blocks))
-        return _flat(tree_flatten(out)[0], n)
+        leaves = [np.asarray(x) for x in tree_flatten(fn(*_assemble(args, data_pos, blocks)))[0]]
+        got = [x.shape for x in leaves]
+        want = [(n,) + tuple(s) for s in shapes]
+        if got != want:
+            raise ValueError(f"the outputs have shapes {got} here, but {want} from the "
+                             "first example: the output's shape must not depend on the "
+                             "values")
+        return leaves[0] if single else tuple(leaves)
     return _run_block(info, n, chunks, call)
+
+
+def _leaf(block, k):
+    return block[k]
 
 
 def _normalised_axes(in_axes, nargs):
@@ -503,8 +515,7 @@ def vmap(f: Callable, in_axes: Union[int, None, Sequence] = 0, jit: bool = True)
             made[tuple(axes)] = batched, fn
         batched, fn = made[tuple(axes)]
         consts = [None if i in pos else a for i, a in enumerate(args)]
-        leaves, td, shapes, dtype = _output_layout(batched, args, pos, axes)
-        width = int(sum(np.prod(s) for s in shapes))
+        td, shapes, dtypes = _output_layout(batched, args, pos, axes)
         pairs = [_block_table(chunks), "i"]
         letters = iter(string.ascii_letters.replace("i", "").replace("z", "")
                        )
@@ -513,22 +524,29 @@ def vmap(f: Callable, in_axes: Union[int, None, Sequence] = 0, jit: bool = True)
             inds = [next(letters) for _ in range(x.ndim)]
             inds[ax] = "i"
             pairs += [x, "".join(inds)]
-        flat = da.blockwise(_vmap_block, "iz", *pairs, new_axes={"z": width},
-                            concatenate=True, dtype=dtype, meta=np.empty((0, 0), dtype),
-                            fn=fn, args=consts, data_pos=pos, in_axes=tuple(axes),
-                            chunks=chunks)
-        out, off = [], 0
-        for shp in shapes:
-            k = int(np.prod(shp))
-            piece = flat[:, off:off + k]
-            out.append(piece.reshape((piece.shape[0],) + tuple(shp)))
-            off += k
+        single = len(shapes) == 1
+        kw = dict(fn=fn, args=consts, data_pos=pos, in_axes=tuple(axes), chunks=chunks,
+                  shapes=shapes, single=single)
+        if single:        # the block is the output
+            inds = "i" + "".join(next(letters) for _ in shapes[0])
+            out = [da.blockwise(_vmap_block, inds, *pairs, concatenate=True,
+                                new_axes={c: s for c, s in zip(inds[1:], shapes[0])},
+                                dtype=dtypes[0],
+                                meta=np.empty((0,) * len(inds), dtypes[0]), **kw)]
+        else:             # a tuple of the leaves per block, each leaf picked from it
+            blocks = da.blockwise(_vmap_block, "i", *pairs, concatenate=True, dtype=object,
+                                  meta=np.empty((0,), object), **kw)
+            out = [blocks.map_blocks(_leaf, k, dtype=dt,
+                                     chunks=(blocks.chunks[0],) + tuple((s,) for s in shp),
+                                     new_axis=list(range(1, 1 + len(shp))),
+                                     meta=np.empty((0,) * (1 + len(shp)), dt))
+                   for k, (shp, dt) in enumerate(zip(shapes, dtypes))]
         return tree_unflatten(td, out)
     return mapped
 
 
 def _output_layout(batched, args, pos, axes):
-    """(leaves, structure, per-example shapes, dtype) of the output, from one
+    """(structure, per-example shapes, dtypes) of the output leaves, from one
     example (ones; the first real example if ``f`` fails there)."""
     def one(example):
         small = list(args)
@@ -545,8 +563,9 @@ def _output_layout(batched, args, pos, axes):
         out = one(dask.compute(*firsts))
     leaves, td = tree_flatten(out)
     leaves = [np.asarray(x) for x in leaves]
-    dtype = np.result_type(*[x.dtype for x in leaves]) if leaves else np.float64
-    return leaves, td, [x.shape[1:] for x in leaves], dtype
+    if not leaves:
+        raise ValueError("tapead.dask.vmap: the function returns no arrays")
+    return td, [x.shape[1:] for x in leaves], [x.dtype for x in leaves]
 
 
 # ---------------------------------------------------------------------------
