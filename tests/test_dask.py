@@ -70,6 +70,17 @@ def test_value_and_grad_equals_one_process(client, reduction, loss):
     np.testing.assert_allclose(g, fd, rtol=1e-7, atol=1e-9)
 
 
+def test_value_and_grad_equals_jax(client):
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    Xn, yn, w = _data(n=517, seed=4)
+    X, y = da.from_array(Xn, chunks=(100, 5)), da.from_array(yn, chunks=100)
+    value, g = tdask.value_and_grad(least_squares)(w, X, y)
+    v_jax, g_jax = jax.value_and_grad(lambda w: ((Xn @ w - yn) ** 2).mean())(w)
+    _close(value, float(v_jax))
+    _close(g, np.asarray(g_jax))
+
+
 def test_every_sample_is_reduced_once(client):
     Xn, yn, w = _data(n=777)
     X, y = da.from_array(Xn, chunks=(100, 5)), da.from_array(yn, chunks=100)
