@@ -522,9 +522,7 @@ class Recording:
         self._trees = [tree_flatten(a)[1] for a in args]
         args = self._checked(args)
         self._token = None
-        self._args = tuple(tree_unflatten(td, [np.array(x) if isinstance(x, np.ndarray) else x
-                                               for x in tree_flatten(a)[0]])
-                           for a, td in zip(args, self._trees))   # to record again elsewhere
+        self._args = tuple(args)      # pickled with the recording, to record it again elsewhere
         self._value = _Jitted(f, (), 1, rerecord=False)
         out = self._value(*args)
         rec = next(iter(self._value._cache.values()), None)
@@ -560,9 +558,10 @@ class Recording:
         return out
 
     def __reduce__(self):
-        """Pickle as the function and the arguments it was recorded at; a
-        process unpickling it records it there once (one ``Recording`` per
-        token and process, see :func:`_shared`)."""
+        """Pickle as the function and the arguments it was recorded at (as
+        they are when pickled: arrays are not copied at recording); a process
+        unpickling it records it there once (one ``Recording`` per token and
+        process, see :func:`_shared`)."""
         return (_unpickle_recording, (_token_of(self), self.f, self._args))
 
     @property
