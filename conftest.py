@@ -1,4 +1,4 @@
-"""Test collection: ``tapead/dask.py`` needs the ``dask`` extra; without Dask
+"""Test collection: ``tapead/dask/`` needs the ``dask`` extra; without Dask
 its doctests are not collected (``import tapead.dask`` raises ImportError,
 by design)."""
 collect_ignore = []
@@ -6,4 +6,4 @@ try:
     import dask.array  # noqa: F401
     import distributed  # noqa: F401
 except ImportError:
-    collect_ignore.append("tapead/dask.py")
+    collect_ignore.append("tapead/dask")
