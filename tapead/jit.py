@@ -19,9 +19,12 @@ evaluates the derivative at the new inputs.  ``ta.record`` is a one-entry
 from __future__ import annotations
 
 import collections
+import copyreg
 import functools
 import os
 import threading
+import uuid
+import weakref
 from typing import Callable, NamedTuple, Sequence, Union
 
 import numpy as np
@@ -31,7 +34,7 @@ from tapead._core import Box
 from tapead._tree import TreeDef, tree_flatten, tree_unflatten
 from tapead.errors import GuardFlippedError, NonScalarOutputError, ShapeError, TapeReplayError
 from tapead.boxing import check_leaf as _check_leaf, plain as _plain
-from tapead.program import Program
+from tapead.program import Derivative, Program
 from tapead.compiler import fusion
 from tapead.transforms import value_and_grad
 
@@ -212,7 +215,15 @@ class _Jitted:
         self._cache = collections.OrderedDict()
         self._lock = threading.Lock()
         self._hits = self._misses = self._rerecords = 0
+        self._token = None
         functools.update_wrapper(self, fun)
+
+    def __reduce__(self):
+        """Pickle as (function, options, token): unpickling in a process returns
+        the one ``_Jitted`` that process holds for the token, so the tasks a
+        worker runs share its recordings (see :func:`_shared`)."""
+        return (_unpickle_jitted, (_token_of(self), self.fun, self._static, self._maxsize,
+                                   self._rerecord, self._fuse))
 
     # -- the signature ---------------------------------------------------
     def _signature(self, args, kwargs):
@@ -510,6 +521,8 @@ class Recording:
         self._n_args = len(args)
         self._trees = [tree_flatten(a)[1] for a in args]
         args = self._checked(args)
+        self._token = None
+        self._args = tuple(args)      # pickled with the recording, to record it again elsewhere
         self._value = _Jitted(f, (), 1, rerecord=False)
         out = self._value(*args)
         rec = next(iter(self._value._cache.values()), None)
@@ -544,6 +557,13 @@ class Recording:
                 "which records each new signature")
         return out
 
+    def __reduce__(self):
+        """Pickle as the function and the arguments it was recorded at (as
+        they are when pickled: arrays are not copied at recording); a process
+        unpickling it records it there once (one ``Recording`` per token and
+        process, see :func:`_shared`)."""
+        return (_unpickle_recording, (_token_of(self), self.f, self._args))
+
     @property
     def n_nodes(self) -> int:
         """Number of nodes on the recorded tape (inputs included)."""
@@ -564,6 +584,71 @@ class Recording:
         evaluated there."""
         value, g = self._grad(*self._checked(args))
         return np.float64(value), g
+
+
+# -- pickling: one object per token and process ---------------------------------
+# A pickled ``ta.jit`` function or ``Recording`` carries a token, made when it is
+# first pickled.  Unpickling looks the token up here: the process's object for
+# it is returned (in the process that made it, the original), so the tasks a
+# worker runs share one recording cache instead of recording each time.  The
+# registry holds its objects weakly; the most recently unpickled ones are also
+# held strongly, so an object survives between two tasks that unpickle it.
+_SHARED: "weakref.WeakValueDictionary[str, object]" = weakref.WeakValueDictionary()
+_RECENT: "collections.OrderedDict[str, object]" = collections.OrderedDict()
+_RECENT_SIZE = 64
+_SHARED_LOCK = threading.RLock()
+
+
+def _token_of(obj) -> str:
+    with _SHARED_LOCK:
+        if obj._token is None:
+            obj._token = uuid.uuid4().hex
+            _SHARED[obj._token] = obj
+        return obj._token
+
+
+def _shared(token: str, make: Callable):
+    """The process's object for ``token``, made by ``make()`` the first time."""
+    with _SHARED_LOCK:
+        obj = _SHARED.get(token)
+        if obj is None:
+            obj = make()
+            obj._token = token
+            _SHARED[token] = obj
+        if obj is not _RECENT.get(token):
+            _RECENT[token] = obj
+        _RECENT.move_to_end(token)
+        while len(_RECENT) > _RECENT_SIZE:
+            _RECENT.popitem(last=False)
+        return obj
+
+
+def _unpickle_jitted(token, fun, static_argnums, cache_size, rerecord, fuse):
+    return _shared(token, lambda: _Jitted(fun, static_argnums, cache_size, rerecord, fuse))
+
+
+def _unpickle_recording(token, f, args):
+    return _shared(token, lambda: Recording(f, args))
+
+
+# A function made by ta.grad (value_and_grad, jacfwd, jacrev) carries a
+# ``Derivative`` holding a weak reference to that function, which does not
+# pickle; it pickles as the function itself, referenced again on unpickling.
+def _reduce_derivative(d):
+    return _derivative_again, (d.kind, d.fun, d.argnums, d.has_aux, d.holomorphic,
+                               d.wrapper())
+
+
+def _dead():
+    return None
+
+
+def _derivative_again(kind, fun, argnums, has_aux, holomorphic, wrapper):
+    ref = weakref.ref(wrapper) if wrapper is not None else _dead
+    return Derivative(kind, fun, argnums, has_aux, holomorphic, ref)
+
+
+copyreg.pickle(Derivative, _reduce_derivative)
 
 
 def record(f: Callable, *args) -> Recording:

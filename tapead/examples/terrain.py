@@ -3,6 +3,9 @@
 Run with ``python -m tapead.examples.terrain`` (or the ``tapead-terrain``
 console script).  Needs the ``examples`` extra (matplotlib for the data and
 the figure, tqdm for the progress bar): ``pip install "tapead[examples]"``.
+``--dask`` trains data-parallel on a Dask ``LocalCluster`` of two worker
+processes (each batch's gradient in two blocks, one per worker; needs the
+``dask`` extra too) and checks the weights against the one-process run.
 
 The model: MLP 2 -> 64 -> 64 -> 1, tanh, float64, batch 64,
 60 epochs of plain SGD on 6 000 training points, tested on 6 000 others of
@@ -69,18 +72,34 @@ def loss_fn(params: Dict[str, np.ndarray], x, t):
     return mse(mlp(params, x), t)
 
 
+def data_parallel(blocks: int = 2):
+    """``value_and_grad(params, x, t)`` of :func:`loss_fn` with each batch split
+    into ``blocks`` blocks computed as Dask tasks (``tapead.dask``), on the
+    default Dask client."""
+    import dask.array as da
+    import tapead.dask as tdask     # the dask extra is optional: imported only when asked for
+    vg = tdask.value_and_grad(loss_fn, reduction="mean")
+
+    def value_and_grad(params, x, t):
+        c = -(-len(x) // blocks)
+        return vg(params, da.from_array(x, chunks=(c, -1)), da.from_array(t, chunks=(c, -1)))
+    return value_and_grad
+
+
 def train(X, y, epochs: int = 60, lr: float = LR, seed: int = 0, progress: bool = True,
-          inplace_update: bool = True):
+          inplace_update: bool = True, value_and_grad=None):
     """SGD with tapead gradients; returns (params, scale, loss curve per epoch).
 
     ``inplace_update=False`` updates with numpy's ``params[k] -= lr * g[k]``
     (the same numbers; the benchmarks use it to compare the gradients alone
-    with the numpy trainer, which updates that way)."""
+    with the numpy trainer, which updates that way).  ``value_and_grad``
+    replaces ``ta.value_and_grad(loss_fn)`` (e.g. :func:`data_parallel`)."""
     rng = np.random.default_rng(seed)
     params = init_mlp(SIZES, rng)
     mu, sd = float(y.mean()), float(y.std())
     t = (y - mu) / sd
-    value_and_grad = ta.value_and_grad(loss_fn)
+    if value_and_grad is None:
+        value_and_grad = ta.value_and_grad(loss_fn)
     n = len(X)
     curve = []
     bar = None
@@ -186,6 +205,8 @@ def main(argv=None) -> int:
     ap.add_argument("--epochs", type=int, default=60)
     ap.add_argument("--out", default="terrain.png", help="where to write the figure")
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--dask", action="store_true",
+                    help="data-parallel gradients on a Dask LocalCluster of 2 processes")
     args = ap.parse_args(argv)
     _need("matplotlib")
     import matplotlib
@@ -193,6 +214,8 @@ def main(argv=None) -> int:
 
     X_tr, y_tr, X_te, y_te, z = load_terrain()
     mean_rmse, linear_rmse = baselines(X_tr, y_tr, X_te, y_te)
+    if args.dask:
+        return _main_dask(args, X_tr, y_tr)
     t0 = time.perf_counter()
     params, scale, curve = train(X_tr, y_tr, epochs=args.epochs,
                                  progress=not args.no_progress)
@@ -214,6 +237,34 @@ def main(argv=None) -> int:
     plot(z, params, scale, curve, args.out, test)
     print(f"figure written to {args.out}")
     return 0
+
+
+def _main_dask(args, X_tr, y_tr) -> int:
+    """Train with each batch's gradient on two worker processes, then once in
+    this process, and compare the weights."""
+    try:
+        # the dask extra is optional: imported only for --dask
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise SystemExit("--dask needs the dask extra:  pip install \"tapead[dask]\"")
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True) as cluster, \
+            Client(cluster) as client:
+        print(f"Dask dashboard: {client.dashboard_link}")
+        t0 = time.perf_counter()
+        params, _, curve = train(X_tr, y_tr, epochs=args.epochs,
+                                 progress=not args.no_progress,
+                                 value_and_grad=data_parallel(blocks=2))
+        seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ref, _, _ = train(X_tr, y_tr, epochs=args.epochs, progress=False)
+    ref_seconds = time.perf_counter() - t0
+    diff = max(float(np.max(np.abs(params[k] - ref[k])) / np.max(np.abs(ref[k])))
+               for k in ref)
+    print(f"data-parallel on 2 worker processes: {args.epochs} epochs in {seconds:.1f} s "
+          f"(one process: {ref_seconds:.1f} s), final training loss {curve[-1]:.5f}")
+    print(f"largest relative difference of the weights from the one-process run: "
+          f"{diff:.1e}")
+    return 0 if diff <= 1e-10 else 1
 
 
 if __name__ == "__main__":
