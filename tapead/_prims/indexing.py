@@ -374,6 +374,17 @@ def _update_batched(tans, ans, vals, params, K):
     idx, mode = params["idx"], params["mode"]
     dtype = _dtype(ans)
     tx, tv = tans
+    if isinstance(tx, Box) or isinstance(tv, Box):  # traced by an outer transform: stay on it
+        rows = []
+        tx = None if tx is None else broadcast_to(tx, (K,) + np.shape(x))
+        tv = None if tv is None else reshape(tv, (K,) + np.shape(v))
+        for k in range(K):
+            xk = np.zeros(np.shape(x), dtype) if tx is None else tx[k]
+            if tv is not None:
+                rows.append(index_update(xk, tv[k], idx, mode))
+            else:
+                rows.append(index_update(xk, 0.0, idx, "set") if mode == "set" else xk)
+        return stack(rows)
     out = (np.zeros((K,) + np.shape(x), dtype) if tx is None
            else np.array(np.broadcast_to(tx, (K,) + np.shape(x)), dtype=dtype))
     view = _k_last(out)
