@@ -36,7 +36,7 @@ from tapead.errors import GuardFlippedError, ShapeError
 import tapead.numpy as tnp
 from tapead.transforms import jacfwd, vjp
 
-__all__ = ["RhsKernel", "as_state_vector", "SCALAR_INPUTS_MAX"]
+__all__ = ["RhsKernel", "as_state_vector", "rhs_vjp", "SCALAR_INPUTS_MAX"]
 
 #: at most this many numbers (state, time, parameters, multipliers) are
 #: recorded as separate scalar inputs
@@ -71,6 +71,18 @@ def as_state_vector(out, y_shape, n, what="func"):
     if isinstance(out, Box):
         return tnp.reshape(out, (n,))
     return np.asarray(out, dtype=np.float64).reshape(n)
+
+
+def rhs_vjp(rhs, y, t, p, lam, n_params):
+    """``(f, lam^T df/dy, lam^T df/dp)`` of ``rhs(y, t, p)`` by ``ta.vjp`` (an
+    empty ``p``, ``n_params == 0``, gets an empty cotangent)."""
+    if n_params:
+        out, pull = vjp(lambda y_, p_: rhs(y_, t, p_), y, p)
+        gy, gp = pull(lam)
+    else:
+        out, pull = vjp(lambda y_: rhs(y_, t, p), y)
+        (gy,), gp = pull(lam), np.zeros(0)
+    return out, gy, gp
 
 
 def _object_array(items, shape):
@@ -316,12 +328,7 @@ class RhsKernel:
 
     # -- eager: tapead's transforms at every call ----------------------------
     def _eager_vjp(self, y, t, p, lam):
-        if self.p:
-            out, pull = vjp(lambda y_, p_: self.rhs(y_, t, p_), y, p)
-            gy, gp = pull(lam)
-        else:
-            out, pull = vjp(lambda y_: self.rhs(y_, t, p), y)
-            (gy,), gp = pull(lam), np.zeros(0)
+        out, gy, gp = rhs_vjp(self.rhs, y, t, p, lam, self.p)
         return (np.asarray(out, dtype=np.float64), np.asarray(gy, dtype=np.float64),
                 np.asarray(gp, dtype=np.float64))
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from tapead._core import Box
 from tapead._tree import tree_unflatten
-from tapead.integrate.kernels import RhsKernel, as_state_vector
+from tapead.integrate.kernels import RhsKernel, as_state_vector, rhs_vjp
 import tapead.numpy as tnp
 from tapead.transforms import jacfwd, jvp, vjp
 from tapead.tree_util import unpack_leaves
@@ -289,12 +289,7 @@ class AdjointProblem(Problem):
         nb, base = self.base.n, self.base
         y, lam = z[:nb], z[nb:2 * nb]
         t = -s
-        if self.p:
-            out, pull = vjp(lambda y_, p_: base.rhs(y_, t, p_), y, p)
-            gy, gp = pull(lam)
-        else:
-            out, pull = vjp(lambda y_: base.rhs(y_, t, p), y)
-            (gy,), gp = pull(lam), np.zeros(0)
+        out, gy, gp = rhs_vjp(base.rhs, y, t, p, lam, self.p)
         return tnp.concatenate([-out, gy, gp])
 
     def at(self, p):
