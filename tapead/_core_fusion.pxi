@@ -17,6 +17,11 @@ cnp.import_ufunc()
 
 ctypedef void (*float64_loop)(char **args, const cnp.npy_intp *dims, const cnp.npy_intp *steps,
                               void *data) noexcept nogil
+# A group's native kernel (``tapead.compiler.native``): the whole group in one
+# loop of C compiled from the group's operations.  base/step/scal as run()
+# fills them (a scratch slot's base is NULL: the kernel keeps it in a local).
+ctypedef void (*native_kernel)(char **base, const cnp.npy_intp *step, double *scal,
+                               cnp.npy_intp n) noexcept nogil
 
 cdef enum:
     FUSED_BLOCK = 1024          # elements per block: the scratch buffers stay in L1/L2
@@ -25,6 +30,9 @@ cdef enum:
                                 # any stride, or C-contiguous)
     SLOT_SCALAR = 2             # an input node's float, or a constant (step 0)
     SLOT_OUTPUT = 3             # a node written out as a whole array
+    SLOT_REDUCE = 4             # a full sum of a member (op ufunc None): a float64 scalar
+                                # node, computed by native kernels only (numpy's pairwise
+                                # order, so numpy's bits)
 
 
 cdef object _ufunc_loop(cnp.ufunc u, int nargs):
@@ -61,7 +69,9 @@ cdef class FusedGroup:
         array), ``SLOT_SCALAR`` (node ``node``'s float, or ``const`` when
         ``node < 0``), ``SLOT_OUTPUT`` (node ``node``, written out).
     ops : list of (ufunc, input slots, output slot)
-        In order; each runs the ufunc's float64 loop.
+        In order; each runs the ufunc's float64 loop.  A ufunc None is the
+        full sum of its input into a ``SLOT_REDUCE`` slot: such a group runs
+        only through a native kernel (``set_native``).
     members : list of int
         The group's node ids, the last one the node the group runs at.
     """
@@ -79,10 +89,19 @@ cdef class FusedGroup:
     cdef Py_ssize_t *nodes
     cdef double *consts
     cdef readonly list ufuncs
+    cdef readonly list slots            # as given: (kind, node, const)
+    cdef readonly list ops              # as given: (ufunc, input slots, output slot)
+    cdef readonly bint needs_native     # a sum inside: runs through a native kernel only
+    cdef void *native                   # the compiled kernel, or NULL
+    cdef object native_owner            # what keeps the kernel's library loaded
 
     def __cinit__(self, shape, slots, ops, members):
         cdef Py_ssize_t k
         self.shape = tuple(shape)
+        self.slots = [tuple(x) for x in slots]
+        self.ops = [(u, tuple(i), o) for u, i, o in ops]
+        self.native = NULL
+        self.native_owner = None
         self.size = 1
         for d in self.shape:
             self.size *= <Py_ssize_t>d
@@ -102,16 +121,28 @@ cdef class FusedGroup:
             raise MemoryError("cannot allocate a fused group")
         self.outputs = []
         for k, (kind, node, c) in enumerate(slots):
-            if kind not in (SLOT_TEMP, SLOT_ARRAY, SLOT_SCALAR, SLOT_OUTPUT):
+            if kind not in (SLOT_TEMP, SLOT_ARRAY, SLOT_SCALAR, SLOT_OUTPUT, SLOT_REDUCE):
                 raise ValueError(f"FusedGroup: slot {k} has an unknown kind {kind!r}")
             self.kinds[k] = kind
             self.nodes[k] = node
             self.consts[k] = c
-            if kind == SLOT_OUTPUT:
+            if kind == SLOT_OUTPUT or kind == SLOT_REDUCE:
                 self.outputs.append(node)
         self.ufuncs = []
+        self.needs_native = False
         for k, (u, in_slots, out_slot) in enumerate(ops):
             n = len(in_slots)
+            if u is None:
+                if n != 1 or not 0 <= out_slot < self.n_slots or \
+                        self.kinds[out_slot] != SLOT_REDUCE:
+                    raise ValueError(f"FusedGroup: op {k} (a sum) must read one slot "
+                                     "and write a SLOT_REDUCE slot")
+                self.needs_native = True
+                self.nin[k] = 1
+                self.ins[2 * k] = in_slots[0]
+                self.outs[k] = out_slot
+                self.ufuncs.append(u)
+                continue
             loop = _ufunc_loop(<cnp.ufunc?>u, n + 1) if n in (1, 2) else None
             if loop is None:
                 raise TypeError(f"FusedGroup: {u!r} has no float64 loop of {n} inputs")
@@ -136,6 +167,18 @@ cdef class FusedGroup:
     def n_ops(self):
         return self.n_ops
 
+    def set_native(self, size_t address, owner):
+        """Run the group through a compiled kernel at ``address`` from now on
+        (``address`` 0: numpy's loops again).  ``owner`` keeps the kernel's
+        library loaded while the group uses it."""
+        self.native_owner = owner if address else None
+        self.native = <void *>address
+
+    @property
+    def is_native(self):
+        """Whether the group runs a compiled kernel."""
+        return self.native != NULL
+
     cdef int run(self, Tape tp) except -1:
         """Evaluate the group from the tape's current values and store the
         written-out nodes' arrays on their records."""
@@ -152,12 +195,17 @@ cdef class FusedGroup:
         cdef list keep = []             # the arrays the pointers point into
         cdef list written = []          # the output slots' arrays, in slot order
         cdef object v
+        cdef void *kern = self.native
+        cdef object owner = self.native_owner     # held for the call
         if base == NULL or step == NULL or scal == NULL:
             free(base); free(step); free(scal)
             raise MemoryError("fused group: no memory")
+        if kern == NULL and self.needs_native:
+            free(base); free(step); free(scal)
+            raise RuntimeError("a fused group with a sum ran without its native kernel")
         try:
             for s in range(self.n_slots):
-                if self.kinds[s] == SLOT_TEMP:
+                if self.kinds[s] == SLOT_TEMP and kern == NULL:
                     n_temp += 1
             if n_temp:
                 scratch = <double *>malloc(n_temp * FUSED_BLOCK * sizeof(double))
@@ -166,10 +214,17 @@ cdef class FusedGroup:
             n_temp = 0
             for s in range(self.n_slots):
                 kind = self.kinds[s]
-                if kind == SLOT_TEMP:
+                if kind == SLOT_TEMP and kern != NULL:
+                    base[s] = NULL
+                    step[s] = 0
+                elif kind == SLOT_TEMP:
                     base[s] = <char *>(scratch + n_temp * FUSED_BLOCK)
                     step[s] = sizeof(double)
                     n_temp += 1
+                elif kind == SLOT_REDUCE:
+                    scal[s] = 0.0
+                    base[s] = <char *>&scal[s]
+                    step[s] = 0
                 elif kind == SLOT_SCALAR:
                     if self.nodes[s] >= 0:
                         v = tp.value(self.nodes[s])
@@ -203,28 +258,36 @@ cdef class FusedGroup:
                     written.append(v)
                     base[s] = cnp.PyArray_BYTES(<cnp.ndarray>v)
                     step[s] = sizeof(double)
-            with nogil:
-                start = 0
-                while start < N:
-                    m = N - start
-                    if m > FUSED_BLOCK:
-                        m = FUSED_BLOCK
-                    n_block = m
-                    for k in range(self.n_ops):
-                        for j in range(self.nin[k] + 1):
-                            s = self.ins[2 * k + j] if j < self.nin[k] else self.outs[k]
-                            if self.kinds[s] == SLOT_ARRAY or self.kinds[s] == SLOT_OUTPUT:
-                                args[j] = base[s] + start * step[s]
-                            else:
-                                args[j] = base[s]
-                            steps[j] = step[s]
-                        (<float64_loop>self.fns[k])(args, &n_block, steps, self.datas[k])
-                    start += m
+            if kern != NULL:
+                n_block = N
+                with nogil:
+                    (<native_kernel>kern)(base, step, scal, n_block)
+            else:
+                with nogil:
+                    start = 0
+                    while start < N:
+                        m = N - start
+                        if m > FUSED_BLOCK:
+                            m = FUSED_BLOCK
+                        n_block = m
+                        for k in range(self.n_ops):
+                            for j in range(self.nin[k] + 1):
+                                s = self.ins[2 * k + j] if j < self.nin[k] else self.outs[k]
+                                if self.kinds[s] == SLOT_ARRAY or self.kinds[s] == SLOT_OUTPUT:
+                                    args[j] = base[s] + start * step[s]
+                                else:
+                                    args[j] = base[s]
+                                steps[j] = step[s]
+                            (<float64_loop>self.fns[k])(args, &n_block, steps, self.datas[k])
+                        start += m
             k = 0
             for s in range(self.n_slots):
                 if self.kinds[s] == SLOT_OUTPUT:
                     (<Record>tp.recs[<Py_ssize_t>tp.p0[self.nodes[s]]]).ans = written[k]
                     k += 1
+                elif self.kinds[s] == SLOT_REDUCE:     # a float node, as the replay keeps
+                    (<Record>tp.recs[<Py_ssize_t>tp.p0[self.nodes[s]]]).ans = scal[s]
+                    tp.val[self.nodes[s]] = scal[s]
         finally:
             free(base); free(step); free(scal); free(scratch)
         return 0

@@ -35,7 +35,7 @@ from tapead._tree import TreeDef, tree_flatten, tree_unflatten
 from tapead.errors import GuardFlippedError, NonScalarOutputError, ShapeError, TapeReplayError
 from tapead.boxing import check_leaf as _check_leaf, plain as _plain
 from tapead.program import Derivative, Program
-from tapead.compiler import fusion
+from tapead.compiler.compiled import Compilation
 from tapead.transforms import value_and_grad
 
 __all__ = ["jit", "JitCacheInfo", "record", "Recording"]
@@ -48,6 +48,8 @@ class JitCacheInfo(NamedTuple):
     rerecords: int     # of the misses: recordings replaced after a guard flipped
     size: int          # recordings held now
     maxsize: int
+    compiled: int = 0             # of the recordings held: running native kernels
+    compile_seconds: float = 0.0  # spent compiling them (0 when loaded from the disk cache)
 
 
 class _Eager(Exception):
@@ -195,20 +197,23 @@ class _Recorded:
     """One recording: its program, where the outputs are on it, and a lock."""
 
     __slots__ = ("program", "td", "out_td", "out_ids", "out_consts", "scalar_outs", "pooled",
-                 "lock")
+                 "lock", "compiled")
 
     def __init__(self, program, td):
         self.program, self.td = program, td
         self.lock = threading.Lock()
+        self.compiled = None            # a compiler.compiled.Compilation, when fused
         self.pooled = program.tape.n_object_nodes > 0
 
 
 class _Jitted:
     """The callable ``ta.jit`` returns (see :func:`jit`)."""
 
-    def __init__(self, fun, static_argnums, cache_size, rerecord=True, fuse=True):
+    def __init__(self, fun, static_argnums, cache_size, rerecord=True, fuse=True,
+                 native=True, strict=False):
         self.fun = fun
         self._fuse = fuse
+        self._native, self._strict = native, strict
         self._static = static_argnums
         self._maxsize = cache_size
         self._rerecord = rerecord
@@ -223,7 +228,7 @@ class _Jitted:
         the one ``_Jitted`` that process holds for the token, so the tasks a
         worker runs share its recordings (see :func:`_shared`)."""
         return (_unpickle_jitted, (_token_of(self), self.fun, self._static, self._maxsize,
-                                   self._rerecord, self._fuse))
+                                   self._rerecord, self._fuse, self._native, self._strict))
 
     # -- the signature ---------------------------------------------------
     def _signature(self, args, kwargs):
@@ -319,8 +324,12 @@ class _Jitted:
                 try:
                     if rec.pooled:       # arrays on the tape: they reuse the last call's memory
                         with _core.pooled():
-                            return self._outputs(rec, rec.program.evaluate(values, rec.out_ids))
-                    return self._outputs(rec, rec.program.evaluate(values, rec.out_ids))
+                            out = self._outputs(rec, rec.program.evaluate(values, rec.out_ids))
+                    else:
+                        out = self._outputs(rec, rec.program.evaluate(values, rec.out_ids))
+                    if rec.compiled is not None:
+                        rec.compiled.replayed()     # native kernels after the first replays
+                    return out
                 except (GuardFlippedError, TapeReplayError):
                     if not self._rerecord:
                         raise
@@ -388,16 +397,55 @@ class _Jitted:
         result = tree_unflatten(rec.out_td, [_plain(x.primal) if i >= 0 else x
                                              for x, i in zip(out_leaves, rec.out_ids)])
         if not eager and self._fuse and _fusion_on() and tape.n_object_nodes > 1:
-            # elementwise chains in one pass each, unused nodes skipped (values only)
-            fusion.plan(tape, [i for i in rec.out_ids if i >= 0]).install(tape)
+            # elementwise chains in one pass each, unused nodes skipped (values only);
+            # native kernels for them after the first replays
+            rec.compiled = Compilation(tape, [i for i in rec.out_ids if i >= 0], rec.lock,
+                                       native=self._native, strict=self._strict)
         return (None if eager else rec), result
+
+    def _recording(self, args, kwargs):
+        """The recording for these arguments (recorded now if new)."""
+        key, td, leaves, traced = self._signature(args, kwargs)
+        with self._lock:
+            rec = self._cache.get(key)
+        if rec is None or rec.td != td:
+            self._call(args, kwargs)
+            with self._lock:
+                rec = self._cache.get(key)
+        if rec is None:
+            raise TapeReplayError("jit: this call is not recorded (it ran eagerly: an argument "
+                                  "is traced by an enclosing transform)")
+        return rec
+
+    def lower(self, *args, **kwargs) -> str:
+        """The C source of the native kernels for this signature (recorded
+        now if new), with a header of what the recording's replays fuse."""
+        rec = self._recording(args, kwargs)
+        if rec.compiled is None:
+            return "/* nothing fused: the replay runs node by node */\n"
+        body = rec.compiled.source()
+        head = "\n".join(" * " + line for line in rec.compiled.describe().splitlines())
+        return f"/*\n{head}\n */\n{body}"
+
+    def compile(self, *args, **kwargs):
+        """Compile this signature's native kernels now (recorded first if new)
+        and wait for them; returns the recording's ``Compilation``
+        (``.is_native``, ``.seconds``, ``.describe()``).  With ``strict=True``
+        a part that cannot be compiled raises ``NativeCompileError``."""
+        rec = self._recording(args, kwargs)
+        if rec.compiled is None:
+            return None
+        return rec.compiled.compile()
 
     # -- introspection ------------------------------------------------------
     def cache_info(self) -> JitCacheInfo:
         """Hits, misses, re-recordings and the size of the recording cache."""
         with self._lock:
+            comps = [r.compiled for r in self._cache.values() if r.compiled is not None]
             return JitCacheInfo(self._hits, self._misses, self._rerecords,
-                                len(self._cache), self._maxsize)
+                                len(self._cache), self._maxsize,
+                                sum(c.is_native for c in comps),
+                                float(sum(c.library.compile_seconds for c in comps if c.is_native)))
 
     def clear_cache(self) -> None:
         """Drop every recording (the next call records again)."""
@@ -415,7 +463,8 @@ def _fusion_on() -> bool:
 
 
 def jit(fun: Callable, static_argnums: Union[int, Sequence[int]] = (),
-        cache_size: int = 64, fuse: bool = True) -> Callable:
+        cache_size: int = 64, fuse: bool = True, native: bool = True,
+        strict: bool = False) -> Callable:
     """Record ``fun`` once per input signature and replay its tape in C.
 
     The first call with a new signature runs ``fun`` in Python on a tape (its
@@ -451,6 +500,18 @@ def jit(fun: Callable, static_argnums: Union[int, Sequence[int]] = (),
         next operation reads are never whole arrays), and skip nodes no
         output needs.  ``False`` (or the environment variable
         ``TAPEAD_FUSION=0``) replays every node as recorded.
+    native : bool
+        After a signature's first replays, compile its fused groups into
+        native code in a background thread (C generated from the groups,
+        built by the system C compiler, cached on disk): one loop per group,
+        with full sums and the sine and cosine of one argument taken into
+        it.  The values stay numpy's bits.  Without a C compiler, or with
+        ``False`` (or ``TAPEAD_NATIVE=0``), groups keep numpy's loops.
+        ``f.compile(*args)`` compiles at once; ``f.lower(*args)`` shows the C.
+    strict : bool
+        ``f.compile(...)`` raises ``NativeCompileError`` (naming the
+        operations) when a fused group cannot get native code, instead of
+        keeping numpy's loops for it.
 
     Returns
     -------
@@ -484,7 +545,8 @@ def jit(fun: Callable, static_argnums: Union[int, Sequence[int]] = (),
         raise TypeError("jit: static_argnums must be an int or a sequence of ints")
     if not (isinstance(cache_size, int) and cache_size >= 1):
         raise ValueError(f"jit: cache_size must be a positive int, got {cache_size!r}")
-    return _Jitted(fun, static_argnums, cache_size, fuse=bool(fuse))
+    return _Jitted(fun, static_argnums, cache_size, fuse=bool(fuse), native=bool(native),
+                   strict=bool(strict))
 
 
 class Recording:
@@ -623,8 +685,10 @@ def _shared(token: str, make: Callable):
         return obj
 
 
-def _unpickle_jitted(token, fun, static_argnums, cache_size, rerecord, fuse):
-    return _shared(token, lambda: _Jitted(fun, static_argnums, cache_size, rerecord, fuse))
+def _unpickle_jitted(token, fun, static_argnums, cache_size, rerecord, fuse, native=True,
+                     strict=False):
+    return _shared(token, lambda: _Jitted(fun, static_argnums, cache_size, rerecord, fuse,
+                                          native, strict))
 
 
 def _unpickle_recording(token, f, args):

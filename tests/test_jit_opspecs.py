@@ -1,7 +1,8 @@
 """Every op-spec row through ``ta.jit``: the recorded (and fused) programs of
 the value, the gradient, a JVP, an HVP and a vmap, replayed at a new point,
-against the eager transforms there.  Fused and unfused replays give the same
-bits; the recorded derivative programs agree with eager ones to rounding."""
+against the eager transforms there.  Fused, unfused and native-kernel replays
+give the same bits; the recorded derivative programs agree with eager ones to
+rounding."""
 import zlib
 
 import numpy as np
@@ -56,14 +57,21 @@ def test_jitted_transforms_of_every_row_replay_at_new_points(case):
     _close(jf(*x1), f(*x1), 1e-14)              # ... replayed at another
     got = jvg(*x1)
     _same(got, jvg_plain(*x1))                  # fusion changes no bit
+    jvg_native = ta.jit(vg)
+    jvg_native.compile(*x0)
+    _same(jvg_native(*x1), got)                 # nor do native kernels
     _close(got, vg(*x1), 1e-12)
     t = tuple(np.ones_like(a) if np.ndim(a) else 1.0 for a in x0)
     jjvp = ta.jit(lambda *a: ta.jvp(f, a, t))
     jjvp(*x0)
     _close(jjvp(*x1), ta.jvp(f, x1, t), 1e-12)
-    jhvp = ta.jit(lambda *a: ta.hvp(f, a, t))
+    jhvp = ta.jit(lambda *a: ta.hvp(f, a, t), native=False)
     jhvp(*x0)
-    _close(jhvp(*x1), ta.hvp(f, x1, t), 1e-10)
+    hv = jhvp(*x1)
+    _close(hv, ta.hvp(f, x1, t), 1e-10)
+    jhvp_native = ta.jit(lambda *a: ta.hvp(f, a, t))
+    jhvp_native.compile(*x0)
+    _same(jhvp_native(*x1), hv)
     if all(np.ndim(a) == 0 for a in x0):
         stacked = tuple(np.array([a, b]) for a, b in zip(x0, x1))
         jv = ta.jit(ta.vmap(f))

@@ -26,7 +26,7 @@ from tapead import _core
 __all__ = ["plan", "FusionPlan"]
 
 _OBJ, _GUARD = 1, 2     # OP_OBJ, OP_GUARD (tools/opcodes.txt)
-_SLOT_TEMP, _SLOT_ARRAY, _SLOT_SCALAR, _SLOT_OUTPUT = 0, 1, 2, 3
+_SLOT_TEMP, _SLOT_ARRAY, _SLOT_SCALAR, _SLOT_OUTPUT, _SLOT_REDUCE = 0, 1, 2, 3, 4
 
 
 class FusionPlan:
@@ -119,7 +119,39 @@ def _args(rec):
     return low[0], (range(len(rec.parents)) if low[1] is None else low[1])
 
 
-def plan(tape, outputs: Sequence[int] = ()) -> FusionPlan:
+def _summand(tape, i, rec, group_of, groups, lowerable):
+    """The group a full sum (node i) may end in as a reduction, or None: the
+    sum of all of a 1-d group member's elements (numpy's pairwise order, which a
+    native kernel reproduces)."""
+    if rec.prim is None or rec.prim.name != "sum" or len(rec.parents) != 1:
+        return None
+    if rec.params.get("axis") is not None or rec.params.get("keepdims") or \
+            set(rec.params) - {"axis", "keepdims"}:
+        return None
+    p = rec.parents[0]
+    g = group_of.get(p)
+    if g is None or not groups[g]["open"] or len(groups[g]["shape"]) != 1:
+        return None
+    if not all(u in lowerable for u in groups[g]["ufuncs"]):
+        return None
+    if not isinstance(rec.ans, float):       # (a replay keeps a 0-d float64 as a float)
+        return None
+    return g
+
+
+def _joinable(groups, inner, shape, u, lowerable) -> bool:
+    """Whether a candidate computing ``u`` may join (and merge) the groups ``inner``:
+    all open, of its shape, and -- where one of them holds a sum, so it runs
+    natively -- every operation of the merged group natively computable."""
+    gs = [groups[k] for k in inner]
+    if not all(g["open"] and g["shape"] == shape for g in gs):
+        return False
+    if any(g["native"] for g in gs):
+        return u in lowerable and all(v in lowerable for g in gs for v in g["ufuncs"])
+    return True
+
+
+def plan(tape, outputs: Sequence[int] = (), reductions=()) -> FusionPlan:
     """The fused groups of ``tape``'s elementwise chains.
 
     Parameters
@@ -128,6 +160,12 @@ def plan(tape, outputs: Sequence[int] = ()) -> FusionPlan:
         A recorded tape (not recording any more).
     outputs : sequence of int
         Nodes the caller reads after a replay: written out.
+    reductions : collection of ufuncs
+        The ufuncs native kernels compute (:mod:`tapead.compiler.native`):
+        a group of only these also takes in full sums of its members
+        (``sum(x)`` of a 1-d member), and then only these.  Such groups run
+        through native kernels only, which sum in numpy's order.  Empty (the
+        default): no sums in groups.
 
     Returns
     -------
@@ -140,27 +178,54 @@ def plan(tape, outputs: Sequence[int] = ()) -> FusionPlan:
     group_of: Dict[int, int] = {}          # node -> index into groups
     groups: List[dict] = []                # members, shape, open
     lowered: Dict[int, tuple] = {}         # a candidate's reads when it is fused
+    sums = set()                           # reductions ending in a group
     for i in range(n):
         if i in dead:
             continue
         full = tape.reads(i)
+        if reductions and op[i] == _OBJ:
+            rec = tape.record(i)
+            g = _summand(tape, i, rec, group_of, groups, reductions)
+            if g is not None:
+                groups[g]["members"].append(i)
+                group_of[i] = g
+                lowered[i] = (rec.parents[0],)
+                sums.add(i)
+                groups[g]["native"] = True
+                continue
         shape = _candidate(tape, i) if op[i] == _OBJ else None
         if shape is not None:              # a fused member reads its lowered arguments only
             rec = tape.record(i)
-            lowered[i] = tuple(rec.parents[k] for k in _args(rec)[1] if rec.parents[k] >= 0)
-            inner = {group_of[r] for r in lowered[i] if r in group_of}
-            if len(inner) == 1:
-                g = groups[next(iter(inner))]
-                if g["open"] and g["shape"] == shape:
-                    g["members"].append(i)
-                    group_of[i] = next(iter(inner))
-                    continue
+            used = _args(rec)[1]
+            lowered[i] = tuple(rec.parents[k] for k in used if rec.parents[k] >= 0)
+            # a hint operand the lowering ignores (cos_given_sin's sin) still
+            # draws the node into its group: the sine and cosine of one argument
+            # in one loop are one sincos in native code
+            hints = [p for k, p in enumerate(rec.parents) if k not in used and p >= 0]
+            inner = sorted({group_of[r] for r in list(lowered[i]) + hints if r in group_of})
+            if inner and not any(r in sums for r in lowered[i]) and \
+                    _joinable(groups, inner, shape, _args(rec)[0], reductions):
+                # (a group's sum is known only once its loop ends: a reader runs after)
+                g = groups[inner[0]]
+                for k in inner[1:]:        # open groups both read here: one loop for all
+                    other = groups[k]
+                    for m in other["members"]:
+                        group_of[m] = inner[0]
+                    g["members"] = sorted(g["members"] + other["members"])
+                    g["ufuncs"] += other["ufuncs"]
+                    g["native"] = g["native"] or other["native"]
+                    other["members"], other["ufuncs"] = [], []
+                g["members"].append(i)
+                g["ufuncs"].append(_args(rec)[0])
+                group_of[i] = inner[0]
+                continue
         for r in full:                     # read from outside: it cannot grow past here
             if r in group_of:
                 groups[group_of[r]]["open"] = False
         if shape is not None:
             group_of[i] = len(groups)
-            groups.append({"members": [i], "shape": shape, "open": True})
+            groups.append({"members": [i], "shape": shape, "open": True,
+                           "ufuncs": [_args(tape.record(i))[0]], "native": False})
     groups = [g for g in groups if len(g["members"]) >= 2]
     fused = {i for g in groups for i in g["members"]}
     readers: Dict[int, List[int]] = {}
@@ -178,8 +243,12 @@ def plan(tape, outputs: Sequence[int] = ()) -> FusionPlan:
         for i in members:                  # the members' own slots, in order
             out = i in wanted or any(r not in inside for r in readers.get(i, ()))
             slot_of[i] = len(slots)
-            slots.append((_SLOT_OUTPUT if out else _SLOT_TEMP, i, 0.0))
+            kind = _SLOT_REDUCE if i in sums else _SLOT_OUTPUT if out else _SLOT_TEMP
+            slots.append((kind, i, 0.0))
         for i in members:
+            if i in sums:
+                ops.append((None, [slot_of[tape.record(i).parents[0]]], slot_of[i]))
+                continue
             rec = tape.record(i)
             ufunc, args = _args(rec)
             ins = []

@@ -1,0 +1,448 @@
+"""Native code for fused groups: C generated from a fusion plan, compiled once.
+
+A :class:`~tapead.compiler.fusion.FusionPlan` says which elementwise nodes
+of a recorded program run together.  By default each group runs numpy's own
+float64 inner loops over blocks of its operands; this module turns a plan
+into one C function per group -- a single loop whose intermediates are C
+locals, so a chain such as ``g * x * cos(x)`` next to ``sin(x)`` is one pass
+over memory with the sine and cosine of one argument computed together
+(gcc's ``sincos``) -- compiles the functions with the system C compiler into
+a shared library, and points the groups at them.
+
+Why C through the system compiler (and not numba/llvmlite): a plan's kernels
+are a few lines each and compile in one ``cc`` call of about 0.1 s (numba
+needs about 0.5 s to import and 0.1-0.3 s per function); the library is a
+file keyed by its source, so a second process loads it without compiling;
+and C's ``sin``, ``exp``, ... are the libm functions numpy itself calls, which
+is what keeps the values numpy's bits.  Without a compiler the groups keep
+numpy's loops: same values, a little slower.
+
+Bits.  A kernel computes each operation as numpy does: IEEE ``+ - * /``
+(no fused multiply-add: ``-ffp-contract=off``, no ``-ffast-math``) and the
+libm function numpy calls for the rest.  Which operations qualify is not
+assumed: once per machine a probe library evaluates every entry of
+:data:`LOWERINGS` on arguments spanning small, huge, subnormal and special
+values and compares the bits with numpy's ufunc (a numpy built with its own
+vectorised ``exp`` fails the probe for ``exp``); a group with an operation that
+failed, or that has no entry, keeps numpy's loops.
+
+The cache directory is ``$TAPEAD_CACHE_DIR``, else ``$XDG_CACHE_HOME/tapead``,
+else ``~/.cache/tapead``; ``TAPEAD_NATIVE=0`` turns native kernels off.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["available", "compiler", "lower_plan", "compile_plan", "NativeLibrary",
+           "LOWERINGS", "probe", "cache_dir"]
+
+FLAGS = ["-O2", "-ftree-vectorize", "-fno-fast-math", "-ffp-contract=off",
+         "-fno-math-errno", "-fPIC", "-shared"]
+
+# ufunc -> (number of inputs, C expression over {0}, {1}).  Each entry is used
+# only where the probe finds numpy's bits.
+LOWERINGS: Dict[np.ufunc, tuple] = {
+    np.add: (2, "({0} + {1})"),
+    np.subtract: (2, "({0} - {1})"),
+    np.multiply: (2, "({0} * {1})"),
+    np.true_divide: (2, "({0} / {1})"),
+    np.negative: (1, "(-{0})"),
+    np.positive: (1, "(+{0})"),
+    np.square: (1, "({0} * {0})"),
+    np.reciprocal: (1, "(1.0 / {0})"),
+    np.sqrt: (1, "sqrt({0})"),
+    np.absolute: (1, "fabs({0})"),
+    np.sin: (1, "sin({0})"),
+    np.cos: (1, "cos({0})"),
+    np.tan: (1, "tan({0})"),
+    np.exp: (1, "exp({0})"),
+    np.expm1: (1, "expm1({0})"),
+    np.log: (1, "log({0})"),
+    np.log1p: (1, "log1p({0})"),
+    np.tanh: (1, "tanh({0})"),
+    np.sinh: (1, "sinh({0})"),
+    np.cosh: (1, "cosh({0})"),
+    np.arctan: (1, "atan({0})"),
+    np.power: (2, "pow({0}, {1})"),
+    np.maximum: (2, "tapead_max({0}, {1})"),
+    np.minimum: (2, "tapead_min({0}, {1})"),
+}
+
+_PRELUDE = """\
+#include <math.h>
+#include <stddef.h>
+typedef ptrdiff_t npy_intp;
+/* numpy's maximum/minimum: a NaN in either argument is the result; of two
+   equal arguments (0.0 and -0.0), the second */
+static inline double tapead_max(double a, double b) {
+    return (a > b || a != a) ? a : b;
+}
+static inline double tapead_min(double a, double b) {
+    return (a < b || a != a) ? a : b;
+}
+/* numpy's pairwise summation of a leaf (at most 128 values) */
+static inline double tapead_leaf_sum(const double *a, npy_intp n) {
+    if (n < 8) {
+        double res = 0.0;
+        for (npy_intp i = 0; i < n; i++) res += a[i];
+        return res;
+    }
+    double r[8];
+    npy_intp i;
+    for (int k = 0; k < 8; k++) r[k] = a[k];
+    for (i = 8; i < n - (n % 8); i += 8)
+        for (int k = 0; k < 8; k++) r[k] += a[i + k];
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; i++) res += a[i];
+    return res;
+}
+"""
+
+_SLOT_TEMP, _SLOT_ARRAY, _SLOT_SCALAR, _SLOT_OUTPUT, _SLOT_REDUCE = 0, 1, 2, 3, 4
+_lock = threading.RLock()
+_state: dict = {}
+
+
+def cache_dir() -> str:
+    """Where compiled kernels are kept (created on first use)."""
+    d = os.environ.get("TAPEAD_CACHE_DIR")
+    if not d:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                 ".cache")
+        d = os.path.join(base, "tapead")
+    return d
+
+
+def compiler() -> Optional[str]:
+    """The C compiler kernels are built with (``$CC``, else ``cc``/``gcc``), or None."""
+    cc = os.environ.get("CC")
+    if cc and shutil.which(cc):
+        return shutil.which(cc)
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _compiler_id(cc: str) -> str:
+    key = ("cc_id", cc)
+    with _lock:
+        if key not in _state:
+            try:
+                out = subprocess.run([cc, "--version"], capture_output=True, text=True,
+                                     timeout=30).stdout
+            except (OSError, subprocess.SubprocessError):
+                out = ""
+            _state[key] = out.splitlines()[0] if out else "unknown"
+        return _state[key]
+
+
+def enabled() -> bool:
+    """Whether native kernels are on (``TAPEAD_NATIVE=0`` turns them off)."""
+    return os.environ.get("TAPEAD_NATIVE", "1") not in ("0", "")
+
+
+def available() -> bool:
+    """Whether kernels can be compiled here: on, a C compiler, and the probe run."""
+    return enabled() and compiler() is not None and bool(probe())
+
+
+class NativeLibrary:
+    """A loaded library of group kernels: keeps it alive while groups use it."""
+
+    def __init__(self, path: str, names: Sequence[str], compile_seconds: float,
+                 cached: bool):
+        self.path = path
+        self.lib = ctypes.CDLL(path)
+        self.addresses = [ctypes.cast(getattr(self.lib, n), ctypes.c_void_p).value
+                          for n in names]
+        self.compile_seconds = compile_seconds
+        self.cached = cached
+
+    def __repr__(self):
+        how = "from the disk cache" if self.cached else f"compiled in {self.compile_seconds:.3f} s"
+        return f"<NativeLibrary {os.path.basename(self.path)}: {len(self.addresses)} kernels, {how}>"
+
+
+def _build(source: str, tag: str, flags: Sequence[str] = FLAGS) -> tuple:
+    """(path of the shared library for ``source``, seconds spent compiling, was cached).
+
+    The file name is the hash of the source, the compiler and its flags, so a
+    second process (or a second plan with the same kernels) loads it."""
+    cc = compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler found (set $CC or install gcc)")
+    key = hashlib.sha256("\0".join([source, _compiler_id(cc), " ".join(flags),
+                                    sys.platform]).encode()).hexdigest()[:32]
+    d = cache_dir()
+    os.makedirs(d, exist_ok=True)
+    path = os.path.join(d, f"{tag}-{key}.so")
+    if os.path.exists(path):
+        return path, 0.0, True
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=d) as tmp:
+        src = os.path.join(tmp, "k.c")
+        with open(src, "w") as fh:
+            fh.write(source)
+        out = os.path.join(tmp, "k.so")
+        proc = subprocess.run([cc, *flags, "-o", out, src, "-lm"], capture_output=True,
+                              text=True, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the C compiler failed on a generated kernel:\n{proc.stderr}")
+        os.replace(out, path)           # atomic: a concurrent process sees all or nothing
+    return path, time.perf_counter() - t0, False
+
+
+# ---------------------------------------------------------------------------
+# the probe: which lowerings give numpy's bits on this machine
+# ---------------------------------------------------------------------------
+
+def _probe_values() -> np.ndarray:
+    rng = np.random.default_rng(20261207)
+    specials = np.array([0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, -2.0, 1e-310, -1e-310, 5e-324,
+                         np.pi, -np.pi / 2, 1e22, -1e22, 700.0, 710.0, -745.0, 1e300, 1e-300,
+                         np.inf, -np.inf, np.nan])
+    return np.concatenate([
+        specials, rng.uniform(-1.0, 1.0, 1500), rng.uniform(-40.0, 40.0, 1500),
+        rng.standard_normal(500) * 1e6, rng.standard_normal(300) * 1e200,
+        np.exp(rng.uniform(-700, 700, 500)), rng.uniform(0.0, 4.0, 500)])
+
+
+def _same_bits(a, b) -> bool:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    nan = np.isnan(a)
+    return bool(np.array_equal(nan, np.isnan(b)) and
+                np.array_equal(a[~nan].view(np.int64), b[~nan].view(np.int64)))
+
+
+def probe() -> Dict[np.ufunc, bool]:
+    """For every entry of :data:`LOWERINGS`: whether its C gives numpy's bits here.
+
+    Built and run once per process (the library is cached on disk); empty
+    when no compiler is found."""
+    with _lock:
+        if "probe" in _state:
+            return _state["probe"]
+        _state["probe"] = {}
+        if not enabled() or compiler() is None:
+            return _state["probe"]
+        ufuncs = list(LOWERINGS)
+        lines = [_PRELUDE,
+                 "void tapead_probe(int k, const double *x, const double *y, double *out,"
+                 " npy_intp n) {",
+                 "  for (npy_intp i = 0; i < n; i++) {", "    double a = x[i], b = y[i];",
+                 "    switch (k) {"]
+        for k, u in enumerate(ufuncs):
+            lines.append(f"      case {k}: out[i] = {LOWERINGS[u][1].format('a', 'b')}; break;")
+        lines += ["    }", "  }", "}",
+                  "/* sine and cosine of one argument: the compiler makes them one sincos */",
+                  "void tapead_probe_sincos(const double *x, double *s, double *c, npy_intp n) {",
+                  "  for (npy_intp i = 0; i < n; i++) { s[i] = sin(x[i]); c[i] = cos(x[i]); }",
+                  "}"]
+        try:
+            path, _, _ = _build("\n".join(lines) + "\n", "probe")
+            lib = ctypes.CDLL(path)
+        except (OSError, RuntimeError, subprocess.SubprocessError):
+            return _state["probe"]
+        fn = lib.tapead_probe
+        fn.restype = None
+        dp = ctypes.POINTER(ctypes.c_double)
+        fn.argtypes = [ctypes.c_int, dp, dp, dp, ctypes.c_ssize_t]
+        x = _probe_values()
+        rng = np.random.default_rng(7)
+        y_all = [np.ascontiguousarray(np.roll(x, 1)),
+                 np.ascontiguousarray(rng.permutation(x)),
+                 np.full_like(x, 2.0), np.full_like(x, 0.5), np.full_like(x, -1.0),
+                 np.full_like(x, 3.0), np.full_like(x, 4.0), np.full_like(x, 2.5)]
+        x = np.ascontiguousarray(x)
+        result = {}
+        with np.errstate(all="ignore"):
+            for k, u in enumerate(ufuncs):
+                nin = LOWERINGS[u][0]
+                ok = True
+                for y in (y_all if nin == 2 else y_all[:1]):
+                    out = np.empty_like(x)
+                    fn(k, x.ctypes.data_as(dp), y.ctypes.data_as(dp), out.ctypes.data_as(dp),
+                       x.size)
+                    want = u(x, y) if nin == 2 else u(x)
+                    if not _same_bits(out, want):
+                        ok = False
+                        break
+                result[u] = ok
+        s, c = np.empty_like(x), np.empty_like(x)
+        both = lib.tapead_probe_sincos
+        both.restype = None
+        both.argtypes = [dp, dp, dp, ctypes.c_ssize_t]
+        both(x.ctypes.data_as(dp), s.ctypes.data_as(dp), c.ctypes.data_as(dp), x.size)
+        with np.errstate(all="ignore"):
+            _state["sincos"] = _same_bits(s, np.sin(x)) and _same_bits(c, np.cos(x))
+        _state["probe"] = result
+        return result
+
+
+def _flags() -> List[str]:
+    """The kernels' compiler flags: without the compiler's sincos when the
+    probe found that its bits differ from sin's and cos's."""
+    probe()
+    return FLAGS if _state.get("sincos", True) else FLAGS + ["-fno-builtin-sin",
+                                                              "-fno-builtin-cos"]
+
+
+# ---------------------------------------------------------------------------
+# lowering a plan
+# ---------------------------------------------------------------------------
+
+def lowerable(group) -> bool:
+    """Whether every operation of ``group`` has a lowering that passed the probe
+    (a sum, ufunc None, always has one)."""
+    table = probe()
+    return bool(table) and all(u is None or (table.get(u, False) and
+                                             LOWERINGS[u][0] == len(ins))
+                               for u, ins, _ in group.ops)
+
+
+def _body(group):
+    """The loop body's statements (reading array slot s as ``v{s}``) and the
+    sums' (input slot, output slot)."""
+    body, sums = [], []
+    for u, ins, out in group.ops:
+        if u is None:
+            sums.append((ins[0], out))
+        else:
+            body.append(f"const double v{out} = "
+                        f"{LOWERINGS[u][1].format(*[f'v{i}' for i in ins])};")
+    return body, sums
+
+
+def _kernel(name: str, group) -> str:
+    """C source of one group's kernel."""
+    kinds = [k for k, _, _ in group.slots]
+    if any(k == _SLOT_REDUCE for k in kinds):
+        return _reducing_kernel(name, group)
+    arrays = [s for s, k in enumerate(kinds) if k == _SLOT_ARRAY]
+    outs = [s for s, k in enumerate(kinds) if k == _SLOT_OUTPUT]
+    lines = [f"void {name}(char *const *base, const npy_intp *step, double *scal,"
+             " npy_intp n) {"]
+    for s, k in enumerate(kinds):
+        if k == _SLOT_SCALAR:
+            lines.append(f"  const double v{s} = scal[{s}];")
+    body, _ = _body(group)
+    body += [f"o{s}[i] = v{s};" for s in outs]
+
+    def loop(read):
+        code = ["    for (npy_intp i = 0; i < n; i++) {"]
+        code += [f"      const double v{s} = {read(s)};" for s in arrays]
+        code += [f"      {b}" for b in body]
+        code.append("    }")
+        return code
+
+    for s in outs:
+        lines.append(f"  double *restrict o{s} = (double *)base[{s}];")
+    if arrays:
+        contiguous = " && ".join(f"step[{s}] == 8" for s in arrays)
+        lines.append(f"  if ({contiguous}) {{")
+        for s in arrays:
+            lines.append(f"    const double *restrict p{s} = (const double *)base[{s}];")
+        lines += loop(lambda s: f"p{s}[i]")
+        lines.append("  } else {")
+        lines += loop(lambda s: f"*(const double *)(base[{s}] + i * step[{s}])")
+        lines.append("  }")
+    else:
+        lines += loop(None)
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _reducing_kernel(name: str, group) -> str:
+    """C source of a group with full sums: the elements are computed in the
+    leaves of numpy's pairwise summation (blocks of at most 128, eight
+    accumulators, halves split at multiples of 8), so each sum has numpy's
+    bits and no summed value is stored as an array."""
+    kinds = [k for k, _, _ in group.slots]
+    arrays = [s for s, k in enumerate(kinds) if k == _SLOT_ARRAY]
+    outs = [s for s, k in enumerate(kinds) if k == _SLOT_OUTPUT]
+    body, sums = _body(group)
+    R = len(sums)
+    args = "char *const *base, const npy_intp *step, double *scal"
+    lines = [f"static void {name}_leaf({args}, npy_intp lo, npy_intp m, double *acc) {{",
+             f"  double buf[{R}][128];"]
+    for s, k in enumerate(kinds):
+        if k == _SLOT_SCALAR:
+            lines.append(f"  const double v{s} = scal[{s}];")
+    lines.append("  for (npy_intp j = 0; j < m; j++) {")
+    lines.append("    const npy_intp i = lo + j;")
+    lines += [f"    const double v{s} = *(const double *)(base[{s}] + i * step[{s}]);"
+              for s in arrays]
+    lines += [f"    {b}" for b in body]
+    lines += [f"    ((double *)base[{s}])[i] = v{s};" for s in outs]
+    lines += [f"    buf[{r}][j] = v{src};" for r, (src, _) in enumerate(sums)]
+    lines.append("  }")
+    lines.append(f"  for (int r = 0; r < {R}; r++) acc[r] = tapead_leaf_sum(buf[r], m);")
+    lines.append("}")
+    lines += [f"static void {name}_range({args}, npy_intp lo, npy_intp m, double *acc) {{",
+              "  if (m <= 128) {", f"    {name}_leaf(base, step, scal, lo, m, acc);",
+              "    return;", "  }",
+              "  npy_intp m2 = m / 2;", "  m2 -= m2 % 8;", f"  double right[{R}];",
+              f"  {name}_range(base, step, scal, lo, m2, acc);",
+              f"  {name}_range(base, step, scal, lo + m2, m - m2, right);",
+              f"  for (int r = 0; r < {R}; r++) acc[r] += right[r];", "}"]
+    lines += [f"void {name}({args}, npy_intp n) {{", f"  double acc[{R}];",
+              f"  for (int r = 0; r < {R}; r++) acc[r] = 0.0;",
+              f"  if (n > 0) {name}_range(base, step, scal, 0, n, acc);"]
+    lines += [f"  scal[{dst}] = acc[{r}];" for r, (_, dst) in enumerate(sums)]
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def lower_plan(plan) -> str:
+    """The C source of the kernels of ``plan``'s lowerable groups (group k is
+    ``tapead_group_k``; groups that keep numpy's loops are listed in a comment)."""
+    parts = [_PRELUDE]
+    for k, g in enumerate(plan.groups):
+        if lowerable(g):
+            parts.append(_kernel(f"tapead_group_{k}", g))
+        else:
+            names = ", ".join(getattr(u, "__name__", "sum") for u, _, _ in g.ops)
+            parts.append(f"/* group {k} keeps numpy's loops: {names} */")
+    return "\n\n".join(parts) + "\n"
+
+
+def compile_plan(plan) -> Optional[NativeLibrary]:
+    """Compile ``plan``'s lowerable groups and point them at their kernels.
+
+    Returns the loaded library (None when no group is lowerable or native
+    code is unavailable).  Thread-safe; a library already on disk is loaded
+    without compiling."""
+    if not available():
+        return None
+    which = [k for k, g in enumerate(plan.groups) if lowerable(g)]
+    if not which:
+        return None
+    source = lower_plan(plan)
+    with _lock:
+        path, seconds, cached = _build(source, "plan", _flags())
+    lib = NativeLibrary(path, [f"tapead_group_{k}" for k in which], seconds, cached)
+    for k, address in zip(which, lib.addresses):
+        plan.groups[k].set_native(address, lib)
+    return lib
+
+
+def describe_probe() -> str:
+    """One line per lowering: whether it gives numpy's bits here."""
+    table = probe()
+    if not table:
+        return "native kernels unavailable (no C compiler, or TAPEAD_NATIVE=0)"
+    return "\n".join(f"{getattr(u, '__name__', u):>12}: {'numpy bits' if ok else 'differs'}"
+                     for u, ok in table.items())
