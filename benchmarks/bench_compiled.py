@@ -11,11 +11,17 @@ Rows (float64, one process, the cases of each row timed interleaved):
 * ``B1 list``: value and gradient of the ``x[i]`` loop
   ``sum(sin(x[i]) * x[i + 1])`` on a list of 1000 floats.
 
-For each: tapead eager, ``ta.jit`` with the fused replay, ``ta.jit(fuse=False)``,
-``jax.jit`` (when installed) and the ratio ``ta.jit / jax.jit``.
+For each: tapead eager, ``ta.jit`` with native kernels (compiled after the
+first call, as the background compilation would), ``ta.jit(native=False)``
+(fused groups on numpy's loops), ``ta.jit(fuse=False)``, ``jax.jit`` (when
+installed) and the ratio ``ta.jit / jax.jit``; the first call (record + plan,
+against JAX's trace + compile) and the native compile time, which runs in the
+background after the first replays (the kernels are compiled into a fresh
+cache directory, so it is the compiler's time, not a cache hit).
 
 Run the table with ``PYTHONPATH=. python benchmarks/bench_compiled.py`` (add
-``--quick`` for fewer rows); ``pytest benchmarks/bench_compiled.py
+``--quick`` for fewer rows, ``--only scan,RK4`` for the rows whose names
+contain those words); ``pytest benchmarks/bench_compiled.py
 --benchmark-enable`` times the same cases with pytest-benchmark; without it the
 tests check the values only.
 """
@@ -66,6 +72,57 @@ def b1_list(x):
     return s
 
 
+DT, H, STEPS = 0.01, 0.01, 1000
+
+
+def rollout_loss(scan, m, checkpoints=None):
+    """The double-integrator rollout's cost through ``scan`` (``ta.scan`` or
+    ``lax.scan``), a function of the controls."""
+    def step(c, u):
+        p, v = c
+        v2 = v + DT * u
+        return (p + DT * v2, v2), u * u
+
+    def loss(us):
+        kw = {} if checkpoints is None else {"checkpoints": checkpoints}
+        (p, v), costs = scan(step, (0.0, 0.0), us, **kw)
+        return (p - 1.0) ** 2 + v ** 2 + 1e-3 * m.sum(costs)
+    return loss
+
+
+def chain_loss(fori_loop, m, n=20000):
+    """x -> sin(sin(...sin(x))) with ``n`` links."""
+    return lambda x: fori_loop(0, n, lambda i, y: m.sin(y), x)
+
+
+def rk4_array(fori_loop, m):
+    """RK4 of a damped pendulum (a 2-element array state), STEPS steps."""
+    def f(y):
+        return m.stack([y[1], -0.1 * y[1] - m.sin(y[0])])
+
+    def step(_, y):
+        k1 = f(y)
+        k2 = f(y + H / 2 * k1)
+        k3 = f(y + H / 2 * k2)
+        k4 = f(y + H * k3)
+        return y + H / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return lambda y0: fori_loop(0, STEPS, step, y0)[0] ** 2
+
+
+def rk4_floats(th, om):
+    """The same RK4 written on two Python floats, a Python loop."""
+    def f(th, om):
+        return om, -0.1 * om - tnp.sin(th)
+    for _ in range(STEPS):
+        a1, b1 = f(th, om)
+        a2, b2_ = f(th + H / 2 * a1, om + H / 2 * b1)
+        a3, b3 = f(th + H / 2 * a2, om + H / 2 * b2_)
+        a4, b4 = f(th + H * a3, om + H * b3)
+        th = th + H / 6 * (a1 + 2 * a2 + 2 * a3 + a4)
+        om = om + H / 6 * (b1 + 2 * b2_ + 2 * b3 + b4)
+    return th ** 2
+
+
 def _params(sizes, seed):
     rng = np.random.default_rng(seed)
     p = {}
@@ -102,6 +159,25 @@ def cases(quick=False):
     if not quick:
         xs = rng.uniform(-1.0, 1.0, 1000).tolist()
         out["B1 list n=1000"] = (ta.value_and_grad(b1_list), None, (xs,))
+        us = np.sin(np.linspace(0.0, 6.0, 10000))
+        out["scan rollout T=1e4"] = (
+            ta.grad(rollout_loss(ta.scan, tnp)),
+            lambda jax, jnp: jax.grad(rollout_loss(jax.lax.scan, jnp)), (us,))
+        out["scan checkpoints=10 T=1e4"] = (
+            ta.grad(rollout_loss(ta.scan, tnp, checkpoints=10)),
+            lambda jax, jnp: jax.grad(rollout_loss(jax.lax.scan, jnp)), (us,))
+        out["fori chain 20000"] = (
+            ta.grad(chain_loss(ta.fori_loop, tnp)),
+            lambda jax, jnp: jax.grad(chain_loss(jax.lax.fori_loop, jnp)), (0.7,))
+        y0 = np.array([0.3, -0.5])
+        out["RK4 array 1000 steps"] = (
+            ta.value_and_grad(rk4_array(ta.fori_loop, tnp)),
+            lambda jax, jnp: jax.value_and_grad(rk4_array(jax.lax.fori_loop, jnp)), (y0,))
+        out["RK4 floats 1000 steps"] = (
+            ta.value_and_grad(rk4_floats, argnums=(0, 1)),
+            lambda jax, jnp: jax.value_and_grad(
+                lambda a, b: rk4_array(jax.lax.fori_loop, jnp)(jnp.stack([a, b])),
+                argnums=(0, 1)), (0.3, -0.5))
     return out
 
 
@@ -130,38 +206,52 @@ def _first_call(fn, args):
 
 
 @pytest.mark.parametrize("name", list(cases(quick=True)))
-@pytest.mark.parametrize("impl", ["eager", "ta.jit", "ta.jit unfused"])
+@pytest.mark.parametrize("impl", ["eager", "ta.jit", "ta.jit numpy loops", "ta.jit unfused"])
 def test_compiled(benchmark, name, impl):
     f, _, args = cases(quick=True)[name]
     benchmark.group = f"compiled: {name}"
-    fn = f if impl == "eager" else ta.jit(f, fuse=(impl == "ta.jit"))
+    fn = f if impl == "eager" else ta.jit(f, fuse=(impl != "ta.jit unfused"),
+                                          native=(impl == "ta.jit"))
     fn(*args)
+    if impl == "ta.jit":
+        fn.compile(*args)
     got = benchmark(fn, *args)
     want = f(*args)
     for a, b in zip(ta.tree_flatten(got)[0], ta.tree_flatten(want)[0]):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
 
-def main(quick=False) -> None:                          # pragma: no cover
-    print("| case | eager | ta.jit | ta.jit unfused | jax.jit | ta.jit / jax.jit | "
-          "first call ta.jit | first call jax.jit |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+def main(quick=False, only=None) -> None:               # pragma: no cover
+    import os
+    import tempfile
+    os.environ["TAPEAD_CACHE_DIR"] = tempfile.mkdtemp(prefix="tapead-bench-")
+    print("| case | eager | ta.jit | ta.jit numpy loops | ta.jit unfused | jax.jit | "
+          "ta.jit / jax.jit | first call ta.jit | native compile (background) | "
+          "first call jax.jit |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, (f, builder, args) in cases(quick).items():
-        fused, unfused = ta.jit(f), ta.jit(f, fuse=False)
+        if only and not any(o in name for o in only):
+            continue
+        fused, loops, unfused = ta.jit(f), ta.jit(f, native=False), ta.jit(f, fuse=False)
         jx = _jax_fn(builder)
         first_ta = _first_call(fused, args)
         first_jax = _first_call(jx, args) if jx is not None else None
-        unfused(*args)
-        row = [(f, args), (fused, args), (unfused, args)]
+        info = fused.compile(*args)
+        compile_s = (info.library.compile_seconds if info is not None and info.is_native
+                     else None)
+        loops(*args), unfused(*args)
+        row = [(f, args), (fused, args), (loops, args), (unfused, args)]
         if jx is not None:
             row.append((lambda *a: _block(jx(*a)), args))
         times = [t[1] for t in measure_together(row, total=2.0)]
         cell = (lambda t: f"{t * 1e6:.0f} us" if t is not None else "--")
-        jt = times[3] if jx is not None else None
+        jt = times[4] if jx is not None else None
         ratio = f"{times[1] / jt:.2f}" if jt else "--"
         print(f"| {name} | {cell(times[0])} | {cell(times[1])} | {cell(times[2])} | "
-              f"{cell(jt)} | {ratio} | {cell(first_ta)} | {cell(first_jax)} |")
+              f"{cell(times[3])} | {cell(jt)} | {ratio} | {cell(first_ta)} | "
+              f"{cell(compile_s)} | {cell(first_jax)} |")
 
 
 if __name__ == "__main__":                              # pragma: no cover
-    main(quick="--quick" in sys.argv)
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else None
+    main(quick="--quick" in sys.argv, only=only)

@@ -53,16 +53,17 @@ def test_fused_replays_give_the_unfused_bits(prog, n):
     rng = np.random.default_rng(n)
     x, c = rng.uniform(-1.0, 1.0, n), float(rng.uniform(0.5, 2.0))
     f = lambda x, c: run(prog, x, c)                        # noqa: E731
-    fused = ta.jit(ta.value_and_grad(f, argnums=(0, 1)))
+    fused = ta.jit(ta.value_and_grad(f, argnums=(0, 1)), native=False)
     plain = ta.jit(ta.value_and_grad(f, argnums=(0, 1)), fuse=False)
     fused(x, c), plain(x, c)                                # recorded
+    fused.compile(x, c)                                     # planned (numpy's loops)
     for k in range(2):
         x2, c2 = np.cos(x + k), c * 0.9
         (v, (gx, gc)), (v0, (gx0, gc0)) = fused(x2, c2), plain(x2, c2)
         assert v == v0 and gc == gc0
         np.testing.assert_array_equal(gx, gx0)
-    fwd = ta.jit(f)
-    fwd(x, c)
+    fwd = ta.jit(f, native=False)
+    fwd.compile(x, c)
     assert fwd(np.sin(x), c) == f(np.sin(x), c)              # numpy's bits, forward
     assert fused.cache_info().hits == 2
 
@@ -72,9 +73,11 @@ def _b2(x):
 
 
 def test_the_gradient_program_is_planned_into_groups_and_dead_nodes():
-    g = ta.jit(ta.value_and_grad(_b2))
+    g = ta.jit(ta.value_and_grad(_b2), native=False)
     x = np.linspace(-1.0, 1.0, 2000)
     g(x)
+    assert next(iter(g._cache.values())).program.tape.n_fused_groups == 0   # not yet
+    g.compile(x)                     # (done in the background after two replays)
     tape = next(iter(g._cache.values())).program.tape
     assert tape.n_fused_groups >= 2
     p = plan(tape, [i for i in next(iter(g._cache.values())).out_ids if i >= 0])
@@ -97,10 +100,11 @@ def test_fusion_can_be_turned_off(monkeypatch):
     monkeypatch.setenv("TAPEAD_FUSION", "0")
     env = ta.jit(ta.grad(_b2))
     env(x)
+    assert env.compile(x) is None
     assert next(iter(env._cache.values())).program.tape.n_fused_groups == 0
     monkeypatch.setenv("TAPEAD_FUSION", "1")
-    on = ta.jit(ta.grad(_b2))
-    on(x)
+    on = ta.jit(ta.grad(_b2), native=False)
+    on.compile(x)
     assert next(iter(on._cache.values())).program.tape.n_fused_groups > 0
     np.testing.assert_array_equal(on(x * 2), off(x * 2))
 
@@ -108,14 +112,14 @@ def test_fusion_can_be_turned_off(monkeypatch):
 def test_a_changed_layout_records_again_instead_of_reading_wrong_memory():
     f = ta.jit(lambda a: tnp.sum(np.tanh(np.sin(a) * a) * a))
     a = np.arange(12.0).reshape(3, 4) / 10
-    f(a)
+    f.compile(a)
     fortran = np.asfortranarray(a * 0.5)         # same shape and dtype, another layout
     assert f(fortran) == pytest.approx(np.sum(np.tanh(np.sin(fortran) * fortran) * fortran),
                                        rel=1e-15)
     assert f.cache_info().rerecords == 1
     strided = np.linspace(0.0, 1.0, 24)[::2]     # 1-d views of any stride are read in place
     g = ta.jit(lambda v: tnp.sum(np.exp(np.sin(v)) * v))
-    g(np.ones(12))
+    g.compile(np.ones(12))
     assert g(strided) == np.sum(np.exp(np.sin(strided)) * strided)
     assert g.cache_info().rerecords == 0
 

@@ -93,7 +93,7 @@ def test_the_gradient_is_one_kernel_with_sincos():
     assert [getattr(u, "__name__", "sum") for u, _, _ in g.ops] == [
         "sin", "multiply", "sum", "cos", "multiply"]
     src = jf.lower(x)
-    assert "tapead_group_0" in src and "sin(" in src and "cos(" in src
+    assert "tapead_kernel_0" in src and "sin(" in src and "cos(" in src
     _same(jf(x + 0.5), ta.jit(ta.value_and_grad(_b2), native=False)(x + 0.5))
     y = x + 0.25
     v, gx = jf(y)

@@ -1,11 +1,11 @@
 """The compiled form of one recording: its fusion plan and native kernels.
 
-``ta.jit`` keeps one :class:`Compilation` per recorded signature.  At
-recording time it installs the portable plan (fused groups running numpy's
-own loops); after the first replays (``COMPILE_AFTER``) it compiles native
-kernels in a background thread -- or at once when asked (``jf.compile``) --
-and then installs the native plan, which also takes full sums into the
-groups.  The two plans give the same bits, so a replay may run either.
+``ta.jit`` keeps one :class:`Compilation` per recorded signature.  After the
+first replays (``COMPILE_AFTER``) a background thread -- or ``jf.compile``, at
+once -- plans the tape's fused groups and compiles them into native kernels
+(which also take full sums into the groups), then installs the plan; without
+native kernels the groups run numpy's own loops.  Until then replays run
+node by node.  All of these give the same bits, so a replay may run any.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _native_on() -> bool:
 
 
 class NativeCompileError(TapeadError):
-    """``ta.jit(..., strict=True)``: a part of a recording has no native kernel."""
+    """``ta.jit(..., strict=True)``: a fused part of a recording has no native kernel."""
 
 
 class Compilation:
@@ -52,75 +52,83 @@ class Compilation:
         self.tape, self.outputs, self.lock = tape, list(outputs), lock
         self.strict = strict
         self.want_native = native and _native_on()
-        self.plan = fusion.plan(tape, self.outputs)
-        self.plan.install(tape)
+        self.plan: Optional[fusion.FusionPlan] = None      # until prepared
         self.library: Optional[native.NativeLibrary] = None
-        self.seconds = 0.0            # spent planning and compiling native kernels
+        self.seconds = 0.0            # spent planning and compiling
         self.error: Optional[BaseException] = None
         self.replays = 0
         self._thread: Optional[threading.Thread] = None
         self._done = threading.Event()
-        if not self.want_native:
-            self._done.set()
 
-    # -- when to compile ---------------------------------------------------------
+    # -- when to plan and compile ------------------------------------------------
     def replayed(self) -> None:
-        """Count a replay; start the background compilation after ``COMPILE_AFTER``."""
+        """Count a replay; after ``COMPILE_AFTER`` of them, plan (and compile) in
+        a background thread.  A signature called once or twice costs no
+        planning or compiling."""
         self.replays += 1
-        if self.replays == COMPILE_AFTER and self.want_native and self._thread is None:
-            self._thread = threading.Thread(target=self._compile_quietly, daemon=True,
+        if self.replays == COMPILE_AFTER and self._thread is None and not self._done.is_set():
+            self._thread = threading.Thread(target=self._prepare_quietly, daemon=True,
                                             name="tapead-compile")
             self._thread.start()
 
     def compile(self) -> "Compilation":
-        """Compile now (or wait for the background compilation) and install."""
-        if self.want_native and self._thread is None and not self._done.is_set():
-            self._compile_quietly()
+        """Plan and compile now (or wait for the background thread) and install."""
+        if self._thread is None and not self._done.is_set():
+            self._prepare_quietly()
         self._done.wait()
         if self.error is not None and self.strict:
             raise self.error
         return self
 
-    def _compile_quietly(self):
+    def _prepare_quietly(self):
         try:
-            self._compile()
-        except BaseException:          # kept in self.error; the portable plan stays
-            pass
+            self._prepare()
+        except BaseException as e:     # kept in self.error; replays stay unfused
+            self.error = e
 
-    def _compile(self):
+    def _plan(self, reductions=()):
+        with self.lock:                # planning reads the records a replay rewrites
+            return fusion.plan(self.tape, self.outputs, reductions=reductions)
+
+    def _prepare(self):
         t0 = time.perf_counter()
         try:
-            lowerable = {u for u, ok in native.probe().items() if ok}
-            if not lowerable:
-                raise NativeCompileError(
-                    "jit: native kernels are unavailable here (no C compiler found: set "
-                    "$CC, or TAPEAD_NATIVE=0 is set); the replay keeps numpy's loops")
-            with self.lock:            # planning reads the records a replay rewrites
-                plan = fusion.plan(self.tape, self.outputs, reductions=lowerable)
-            lib = native.compile_plan(plan)
-            left = [g for g in plan.groups if not g.is_native]
-            if any(g.needs_native for g in left):   # cannot happen: sums need lowerable ops
-                raise NativeCompileError("jit: a fused group with a sum has no kernel")
-            if left and self.strict:
-                names = "; ".join(", ".join(getattr(u, "__name__", "sum") for u, _, _ in g.ops)
-                                  for g in left)
-                raise NativeCompileError(
-                    f"jit(strict=True): no native kernel for the fused operations {names} "
-                    "(their C gives other bits than numpy here, or they have no lowering)")
+            lowerable = {u for u, ok in native.probe().items() if ok} if self.want_native \
+                else set()
+            plan = self._plan(lowerable)
+            lib = native.compile_plan(plan) if lowerable else None
+            if lib is None or any(g.needs_native and not g.is_native for g in plan.groups):
+                if any(g.needs_native for g in plan.groups):
+                    plan, lib = self._plan(), None         # numpy's loops: no sums inside
             with self.lock:
                 plan.install(self.tape)
                 self.plan, self.library = plan, lib
-        except BaseException as e:
-            self.error = e
-            raise
+            if self.want_native:
+                self.error = self._missing(plan, lowerable)
         finally:
             self.seconds = time.perf_counter() - t0
             self._done.set()
 
+    def _missing(self, plan, lowerable) -> Optional[NativeCompileError]:
+        """What kept parts of the plan on numpy's loops, as an error (or None)."""
+        if not lowerable:
+            return NativeCompileError(
+                "jit: native kernels are unavailable here (no C compiler found: set $CC, "
+                "or TAPEAD_NATIVE=0 is set); the replay keeps numpy's loops")
+        left = [g for g in plan.groups if not g.is_native]
+        if not left:
+            return None
+        names = "; ".join(", ".join(getattr(u, "__name__", "sum") for u, _, _ in g.ops)
+                          for g in left[:5])
+        return NativeCompileError(
+            f"jit: no native kernel for the fused operations {names} (their C gives other "
+            "bits than numpy here, or they have no lowering); they keep numpy's loops")
+
     # -- introspection ---------------------------------------------------------------
     @property
     def is_native(self) -> bool:
-        """Whether the installed plan runs native kernels."""
+        """Whether the installed plan runs native kernels (all its groups, or
+        some of them when others have no lowering)."""
         return self.library is not None
 
     def source(self) -> str:
@@ -131,6 +139,10 @@ class Compilation:
         return native.lower_plan(plan)
 
     def describe(self) -> str:
+        """What the replays run: the fused groups and whether they are native."""
+        if self.plan is None:
+            return (f"not planned yet ({self.replays} replays; planned and compiled after "
+                    f"{COMPILE_AFTER}, or by compile())")
         lines = [f"{len(self.plan.groups)} fused groups ({self.plan.n_fused_nodes} nodes), "
                  f"{len(self.plan.dead)} unused nodes skipped; "
                  + (f"native kernels: {self.library!r}" if self.is_native else

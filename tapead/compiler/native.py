@@ -406,16 +406,37 @@ def _reducing_kernel(name: str, group) -> str:
     return "\n".join(lines)
 
 
+def _kernels(plan):
+    """(distinct kernel sources, kernel index of each group or None).  Groups
+    with the same operations on the same slots -- the steps of a loop -- share
+    one kernel, so a recording of a thousand steps compiles a handful."""
+    sources, index, which = [], {}, []
+    for g in plan.groups:
+        if not lowerable(g):
+            which.append(None)
+            continue
+        text = _kernel("@KERNEL@", g)
+        if text not in index:
+            index[text] = len(sources)
+            sources.append(text)
+        which.append(index[text])
+    return sources, which
+
+
 def lower_plan(plan) -> str:
-    """The C source of the kernels of ``plan``'s lowerable groups (group k is
-    ``tapead_group_k``; groups that keep numpy's loops are listed in a comment)."""
+    """The C source of the kernels of ``plan``'s lowerable groups (kernel k is
+    ``tapead_kernel_k``; which groups run which kernel, and the groups that keep
+    numpy's loops, are listed in comments)."""
+    sources, which = _kernels(plan)
     parts = [_PRELUDE]
-    for k, g in enumerate(plan.groups):
-        if lowerable(g):
-            parts.append(_kernel(f"tapead_group_{k}", g))
-        else:
+    for k, text in enumerate(sources):
+        users = [str(i) for i, w in enumerate(which) if w == k]
+        shown = ", ".join(users[:8]) + (f", ... ({len(users)} groups)" if len(users) > 8 else "")
+        parts.append(f"/* groups {shown} */\n" + text.replace("@KERNEL@", f"tapead_kernel_{k}"))
+    for i, g in enumerate(plan.groups):
+        if which[i] is None:
             names = ", ".join(getattr(u, "__name__", "sum") for u, _, _ in g.ops)
-            parts.append(f"/* group {k} keeps numpy's loops: {names} */")
+            parts.append(f"/* group {i} keeps numpy's loops: {names} */")
     return "\n\n".join(parts) + "\n"
 
 
@@ -427,15 +448,17 @@ def compile_plan(plan) -> Optional[NativeLibrary]:
     without compiling."""
     if not available():
         return None
-    which = [k for k, g in enumerate(plan.groups) if lowerable(g)]
-    if not which:
+    sources, which = _kernels(plan)
+    if not sources:
         return None
     source = lower_plan(plan)
     with _lock:
         path, seconds, cached = _build(source, "plan", _flags())
-    lib = NativeLibrary(path, [f"tapead_group_{k}" for k in which], seconds, cached)
-    for k, address in zip(which, lib.addresses):
-        plan.groups[k].set_native(address, lib)
+    lib = NativeLibrary(path, [f"tapead_kernel_{k}" for k in range(len(sources))], seconds,
+                        cached)
+    for g, w in zip(plan.groups, which):
+        if w is not None:
+            g.set_native(lib.addresses[w], lib)
     return lib
 
 
