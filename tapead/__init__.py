@@ -20,7 +20,8 @@ from tapead.implicit import custom_root, fixed_point  # noqa: F401
 from tapead.custom import custom_jvp, custom_vjp  # noqa: F401
 from tapead import nn, optim  # noqa: F401
 from tapead.transforms import (grad, value_and_grad, jvp, vjp, jacfwd, jacrev,  # noqa: F401
-                               hessian, hvp, stop_gradient)
+                               hessian, hvp)
+from tapead._prims.elementwise import stop_gradient  # noqa: F401
 from tapead.vmap import vmap, vmap_stats  # noqa: F401
 from tapead import vmap_transforms  # noqa: F401  (vmap of grad, jacfwd... run batched)
 from tapead.jit import jit, record, Recording  # noqa: F401

@@ -3,7 +3,7 @@ the primitives (this module defines none).
 
 * the **piecewise-constant** primitives (``floor``, ``ceil``, ``rint``,
   ``trunc``, ``fix``, ``round``, ``heaviside``) are in ``tapead._prims.piecewise``
-  and re-exported here;
+  (``tapead.numpy`` exports them from there);
 * **Constants from shapes** (``zeros_like``...) return plain arrays of the
   traced value's shape and dtype; ``full_like`` with a traced fill value is
   differentiable in it.
@@ -25,9 +25,8 @@ import numpy as np
 
 from tapead._core import Box, concrete, guard_value, is_complex, lanes_of, shape_of
 from tapead._prims import batching
-from tapead._prims.piecewise import (  # noqa: F401  (re-exported)
-    _copysign_one, around, ceil, fix, floor, floor_divide, heaviside, integer_fmod,
-    integer_remainder, rint, round, trunc)
+from tapead._prims.piecewise import (_copysign_one, floor, integer_fmod, integer_remainder,
+                                     trunc)
 from tapead._prims.elementwise import absolute, sin, where
 from tapead._prims.linalg import matmul
 from tapead._prims.reductions import mean as _mean, sum as _sum
@@ -540,8 +539,7 @@ NUMPY_FUNCTIONS = {
 #: methods of traced arrays : name -> function(x, *args, **kw)
 TRACER_METHODS = {"searchsorted": searchsorted}
 #: public names re-exported by tapead.numpy
-__all__ = ["floor", "ceil", "rint", "trunc", "fix", "round", "around", "heaviside",
-           "zeros_like", "ones_like", "empty_like", "full_like",
+__all__ = ["zeros_like", "ones_like", "empty_like", "full_like",
            "remainder", "mod", "fmod", "copysign", "deg2rad", "rad2deg", "radians",
            "degrees", "sinc", "diff", "average", "linspace", "cross", "polyval", "interp",
            "meshgrid", "convolve",

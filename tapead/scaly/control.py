@@ -22,7 +22,7 @@ from tapead.scaly import control_batched, control_rules  # noqa: F401  (op table
 from tapead.scaly.control_custom import custom_derivative
 from tapead.scaly.control_spec import LoopSpec, check_function as _check_function
 from tapead.scaly.control_spec import closure_converted
-from tapead.scaly.errors import LayoutError, ScalyShapeError
+from tapead.errors import LayoutError, ScalyShapeError
 from tapead.scaly.expr import Expr, as_expr, const, make_node
 from tapead.scaly.types import TensorType, dtypes
 from tapead.scaly.function import Function

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from tapead.scaly.control_spec import LoopSpec, check_function
 from tapead.scaly.function import Function
-from tapead.scaly.errors import LayoutError
+from tapead.errors import LayoutError
 from tapead.scaly.types import TensorType
 
 

@@ -29,7 +29,7 @@ from tapead.scaly.control_checkpoints import (checkpointed_jvp, checkpointed_spe
                                               checkpointed_vjp)
 from tapead.scaly.control_spec import (LoopSpec, floats, names_of, new_inputs,
                                        step_parts, zero_if_none, fresh, make_function)
-from tapead.scaly.derivatives import GROUP_VJPS, forward_tangents, reverse_adjoints_many
+from tapead.scaly.sweeps import GROUP_VJPS, forward_tangents, reverse_adjoints_many
 from tapead.scaly.expr import Expr, reshape, scatter, substitute, zeros
 from tapead.scaly.loops_lower import eval_fn, pick_p, print_fn, print_p
 from tapead.scaly.ops import register

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from tapead.scaly.errors import SymbolicBoolError
+from tapead.errors import SymbolicBoolError
 from tapead.scaly.types import TensorType, dtypes, normalize_dtype, normalize_shape
 
 

@@ -30,7 +30,7 @@ from tapead import _core
 from tapead._core import Tape, Tracer
 from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, Primitive
-from tapead.scaly.errors import LayoutError
+from tapead.errors import LayoutError
 from tapead.scaly.expr import OPS, Expr, topo_order
 
 #: A float64 input of at most this many elements that is indexed elementwise

@@ -41,7 +41,7 @@ from tapead.scaly import layout as lay
 from tapead.scaly import stage_derivatives as _stages
 from tapead.scaly.calls import EVALUATION_KEEPS, _spec
 from tapead.scaly.sweeps import MASKED_VJPS
-from tapead.scaly.errors import LayoutError
+from tapead.errors import LayoutError
 from tapead.scaly.expr import Expr, apply, const, gather, make_node, ones, reshape, scatter
 from tapead.scaly.function import Function
 from tapead.scaly.loops_scalar import program_of

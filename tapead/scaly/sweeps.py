@@ -14,7 +14,7 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence
 
 from tapead.errors import MissingRuleError
-from tapead.scaly.errors import LayoutError
+from tapead.errors import LayoutError
 from tapead.scaly.expr import OPS, Expr, apply, ones, reshape, stack, topo_order, zeros
 from tapead.scaly.function import Function
 from tapead.scaly.types import dtypes
