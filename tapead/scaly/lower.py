@@ -42,7 +42,7 @@ SPREAD_SHARE = 0.25
 
 #: op name -> ``lower(program, node, args) -> tape value`` for ops whose
 #: lowering needs more than their ``fn`` (loops and branches share one
-#: evaluation between their output nodes; ``tapead.scaly.loops_lower``)
+#: evaluation between their output nodes; ``tapead.scaly.control.lowering``)
 LOWERINGS: Dict[str, Callable[..., Any]] = {}
 
 

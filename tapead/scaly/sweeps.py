@@ -46,7 +46,7 @@ def reverse_adjoints(output: Expr, weight: Expr, wrt: Sequence[Expr]) -> List[Ex
 
 
 #: op name -> ``rule(adjoints, node)`` for ops with one node per output that
-#: share one computation (loops, branches; ``tapead.scaly.control_rules``):
+#: share one computation (loops, branches; ``tapead.scaly.control.rules``):
 #: ``adjoints`` maps output numbers to their adjoints, and the rule returns one
 #: contribution per operand for all of them, so a loop whose outputs are used
 #: several times is reversed once.

@@ -1,12 +1,12 @@
 """Scaly's control flow: ``sc.scan``, ``sc.while_loop``, ``sc.cond``,
-``sc.print`` and ``sc.custom_derivative`` (``tapead.scaly.control_custom``).
+``sc.print`` and ``sc.custom_derivative`` (``tapead.scaly.control.custom``).
 
 A Python loop in an ``@sc.function`` body is unrolled while the body is
 traced; these record a loop (or branch) whose body is a Scaly Function
 instead, so the caller's graph holds one node per loop output whatever the
 number of steps.  The nodes, their derivatives and the output numbering are
-in ``tapead.scaly.control_rules``; their evaluation in
-``tapead.scaly.loops_lower``.
+in ``tapead.scaly.control.rules``; their evaluation in
+``tapead.scaly.control.lowering``.
 """
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ from tapead.scaly import layout as lay
 from tapead.scaly import tracing
 from tapead.scaly.calls import _spec as _input_spec
 from tapead.scaly.calls import broadcast, window
-from tapead.scaly import control_batched, control_rules  # noqa: F401  (op table entries)
-from tapead.scaly.control_custom import custom_derivative
-from tapead.scaly.control_spec import LoopSpec, check_function as _check_function
-from tapead.scaly.control_spec import closure_converted
+from tapead.scaly.control import batched, rules  # noqa: F401  (op table entries)
+from tapead.scaly.control.custom import custom_derivative
+from tapead.scaly.control.spec import LoopSpec, check_function as _check_function
+from tapead.scaly.control.spec import closure_converted
 from tapead.errors import LayoutError, ScalyShapeError
 from tapead.scaly.expr import Expr, as_expr, const, make_node
 from tapead.scaly.types import TensorType, dtypes
 from tapead.scaly.function import Function
-from tapead.scaly.loops_lower import run
+from tapead.scaly.control.lowering import run
 
 
 def _count(value, what: str) -> int:
