@@ -34,7 +34,7 @@ from tapead.scaly.types import TensorType
 
 CALL_OPS = ("call", "vmap")
 #: ops whose node calls Functions that stay separate (loops, branches, custom
-#: derivatives; ``tapead.scaly.control.api``): never expanded, listed as callees
+#: derivatives; ``tapead.scaly.control``): never expanded, listed as callees
 LOOP_OPS = ("scan", "while_loop", "cond", "custom_call")
 
 

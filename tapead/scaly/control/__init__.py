@@ -1,7 +1,8 @@
 """The graph API's control flow: loop, branch and custom-call nodes.
 
-``api`` is what users call (``sc.scan``, ``sc.while_loop``, ``sc.cond``,
-``sc.print``, ``custom.custom_derivative``; ``tapead.scaly`` exports them);
+``loops`` (``sc.scan``, ``sc.while_loop``), ``branches`` (``sc.cond``,
+``sc.print``) and ``custom`` (``sc.custom_derivative``) are what users call
+(``tapead.scaly`` exports them), building their nodes with ``nodes``;
 ``spec`` says what a node computes (``LoopSpec``) and builds the Functions
 of derived loops; ``rules`` and ``batched`` are the nodes' derivatives
 (reverse, forward, batched forward) with ``checkpoints`` for revolve;

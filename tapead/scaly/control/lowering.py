@@ -1,7 +1,7 @@
 """Evaluating loops, branches, custom calls and prints on the tape.
 
 A loop node of the expression graph (``expr.scan``, ``expr.while_loop``,
-``expr.cond``, ``expr.custom_call``; see ``tapead.scaly.control.api``) has one
+``expr.cond``, ``expr.custom_call``; see ``tapead.scaly.control.loops``) has one
 node per output, all sharing a ``LoopSpec``.  Lowering records them as one
 object node of the tape (``scaly_loop``: runs the whole loop, returning a
 ``LoopResult``) followed by one ``scaly_loop_pick`` node per output used, so
@@ -482,7 +482,7 @@ def _pick_sparsity(rec, pats, shapes, out_shape, N):
     (``tapead.scaly.control.patterns``); a branch output's is the union over
     branches of what each branch reads; any other loop output depends on
     everything its operands do (a superset)."""
-    from tapead.scaly.control import patterns  # cycle: scaly -> scaly.control.api -> here
+    from tapead.scaly.control import patterns  # cycle: scaly -> scaly.control.loops -> here
     spec, k = rec.params["spec"], rec.params["output"]
     operand_pats = pats[1:]
     size = int(np.prod(out_shape, dtype=np.int64))
