@@ -18,7 +18,7 @@ from tapead._prims import (batching, construct, elementwise_family, indexing, in
                            piecewise, shape, structural)
 from tapead._prims import elementwise as ew
 from tapead._prims.conversion_hint import array_message
-from tapead.compositions import misc, numpy_extra
+from tapead.compositions import misc, numpy_extra, predicates
 from tapead.errors import NonDifferentiableError
 
 #: numpy ufunc -> tapead implementation
@@ -61,7 +61,7 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
         if batched is not None:
             return batched
         if _core.any_recorded(*inputs):     # a replay checks the result is unchanged
-            return misc._decided(ufunc, inputs, kwargs, f"np.{ufunc.__name__} of a value")
+            return predicates.decided(ufunc, inputs, kwargs, f"np.{ufunc.__name__} of a value")
         return ufunc(*[concrete(x) for x in inputs], **kwargs)
     raise _no_rule(f"{_ufunc_name(ufunc)} (method {method!r})")
 
