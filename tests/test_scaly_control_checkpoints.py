@@ -15,7 +15,7 @@ import pytest
 import tapead.scaly as sc
 from tapead import _core
 from tapead.checkpointing import optimal_forward_steps
-from tapead.scaly.expr import topo_order
+from tapead.scaly.graphs import topo_order
 from test_scaly_control_loops import INT, check_derivatives
 
 H = 0.1

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tapead.scaly as sc
-from tapead.scaly.expr import topo_order
+from tapead.scaly.graphs import topo_order
 from test_scaly_control_loops import (INT, XS, _grow_numpy, _scan_fn, _sine_numpy,
                                       _unrolled_grow, _while_fn, check_derivatives)
 

@@ -12,7 +12,7 @@ import tapead
 import tapead.scaly as sc
 from tapead.online import OnlineChain, checkpoint_cost, online_forward_steps
 from tapead.scaly.control import lowering
-from tapead.scaly.expr import topo_order
+from tapead.scaly.graphs import topo_order
 from test_scaly_control_loops import (INT, _grow_numpy, _unrolled_grow, below, central,
                                       check_derivatives, grow)
 

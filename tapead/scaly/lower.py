@@ -31,7 +31,8 @@ from tapead._core import Tape, Tracer
 from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, Primitive
 from tapead.errors import LayoutError
-from tapead.scaly.expr import OPS, Expr, topo_order
+from tapead.scaly.expr import OPS, Expr
+from tapead.scaly.graphs import topo_order
 
 #: A float64 input of at most this many elements that is indexed elementwise
 #: is fed to the tape element by element ...

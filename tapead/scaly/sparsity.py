@@ -25,8 +25,8 @@ from tapead import patterns as _patterns
 from tapead.scaly.sweeps import (pick as _pick, forward_tangents, forward_tangents_many,
                                       reverse_adjoints)
 from tapead.errors import LayoutError, NonScalarGradientError
-from tapead.scaly.expr import (Expr, const, gather, reshape, scatter, stack, topo_order,
-                               zeros)
+from tapead.scaly.expr import Expr, const, gather, reshape, scatter, stack, zeros
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.function import Function, derived, leaf_like
 from tapead.scaly.types import TensorType, dtypes
 from tapead.scaly.calls import expand_calls

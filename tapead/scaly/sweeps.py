@@ -15,7 +15,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from tapead.errors import MissingRuleError
 from tapead.errors import LayoutError
-from tapead.scaly.expr import OPS, Expr, apply, ones, reshape, stack, topo_order, zeros
+from tapead.scaly.expr import OPS, Expr, apply, ones, reshape, stack, zeros
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.function import Function
 from tapead.scaly.types import dtypes
 

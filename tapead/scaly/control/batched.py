@@ -25,7 +25,8 @@ from tapead.scaly.control.checkpoints import checkpointed_jvp
 from tapead.scaly.control.spec import (LoopSpec, floats, fresh, make_function, names_of,
                                        step_parts)
 from tapead.scaly.derivatives import forward_tangents_many
-from tapead.scaly.expr import OPS, Expr, gather, reshape, stack, substitute, sym, zeros
+from tapead.scaly.expr import OPS, Expr, gather, reshape, stack, sym, zeros
+from tapead.scaly.graphs import substitute
 from tapead.scaly.ops import transpose
 from tapead.scaly.types import TensorType
 

@@ -30,7 +30,8 @@ from typing import List, Optional, Tuple
 
 from tapead.errors import MissingRuleError
 from tapead.scaly.control.spec import FLOAT, LoopSpec, make_function
-from tapead.scaly.expr import Expr, substitute, zeros
+from tapead.scaly.expr import Expr, zeros
+from tapead.scaly.graphs import substitute
 
 
 def checkpointed_spec(spec, backward: LoopSpec, zero_traj_adjoints: int = 0) -> LoopSpec:

@@ -31,7 +31,8 @@ from tapead import _core
 from tapead import patterns as _patterns
 from tapead.online import OnlineChain
 from tapead._prims.base import PER_DIRECTION, Primitive
-from tapead.scaly.expr import Expr, topo_order
+from tapead.scaly.expr import Expr
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.lower import LOWERINGS
 from tapead.checkpointing import reverse_with_checkpoints
 from tapead.scaly.control.scalar import (run_checkpointed_steps, run_online_reverse_steps,

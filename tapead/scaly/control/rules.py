@@ -30,7 +30,8 @@ from tapead.scaly.control.checkpoints import (checkpointed_jvp, checkpointed_spe
 from tapead.scaly.control.spec import (LoopSpec, floats, names_of, new_inputs,
                                        step_parts, zero_if_none, fresh, make_function)
 from tapead.scaly.sweeps import GROUP_VJPS, forward_tangents, reverse_adjoints_many
-from tapead.scaly.expr import Expr, reshape, scatter, substitute, zeros
+from tapead.scaly.expr import Expr, reshape, scatter, zeros
+from tapead.scaly.graphs import substitute
 from tapead.scaly.control.lowering import eval_fn, pick_p, print_fn, print_p
 from tapead.scaly.ops import register
 from tapead.scaly.types import TensorType

@@ -17,7 +17,8 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from tapead.scaly.expr import Expr, apply, const, sym, topo_order
+from tapead.scaly.expr import Expr, apply, const, sym
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.types import dtypes
 from tapead.scaly.control.spec import fresh, make_function
 
