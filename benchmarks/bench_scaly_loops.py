@@ -248,7 +248,7 @@ def scaly_sweep(T: int, s: int = 10) -> dict:
     (``forward_steps``, ``predicted_forward_steps``, ...) and the peak traced
     bytes of one gradient, checkpointed (``peak``) and storing every step
     (``peak_stored``)."""
-    from tapead.scaly.expr import topo_order
+    from tapead.scaly.graphs import topo_order
 
     def peak(fn, u):
         fn(u)
@@ -385,7 +385,7 @@ def scaly_fixed_point(checkpoints: Optional[int], steps: int = FIXED_POINT_STEPS
 
 
 def _online_sweep(grad) -> dict:
-    from tapead.scaly.expr import topo_order
+    from tapead.scaly.graphs import topo_order
     return next(n.attrs["spec"] for n in topo_order(grad.outputs)
                 if n.op == "scan" and n.attrs["spec"].recompute is not None)._derived["sweep"]
 

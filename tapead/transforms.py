@@ -15,19 +15,15 @@ import numpy as np
 
 from tapead import _core
 from tapead._core import Box, Dual, ForwardTrace, Tracer
-from tapead._prims.elementwise import stop_gradient  # noqa: F401  (re-exported)
 from tapead._tree import tree_flatten, tree_unflatten
-from tapead.boxing import (  # the shared helpers, under their old local names
-    check_leaf as _check_leaf, zeros_like as _zeros_like, as_result as _as_result,
-    unbox_out as _unbox_out, plain as _plain, pack_outputs as _pack_outputs,
-    concrete_tree as _concrete_tree, split_aux as _split_aux,
-    check_scalar_output as _check_scalar_output, check_kinds as _check_kinds,
-    seed_like as _seed_like, pooled as _pooled)
+from tapead.boxing import (as_result, check_kinds, check_leaf, check_scalar_output,
+                           concrete_tree, pack_outputs, plain, pooled, seed_like,
+                           split_aux, unbox_out, zeros_like)
 from tapead.program import Program, describe
 from tapead.errors import ShapeError
 
 __all__ = ["grad", "value_and_grad", "jvp", "vjp", "jacfwd", "jacrev", "hessian",
-           "hvp", "stop_gradient"]
+           "hvp"]
 
 ArgNums = Union[int, Sequence[int]]
 
@@ -88,21 +84,21 @@ def _value_and_grad(f, args, kwargs, argnums, has_aux, holomorphic):
     prog = Program.record(f, args, kwargs, argnums, "grad", holomorphic)
     tape, out = prog.tape, prog.out
     if holomorphic:
-        _check_kinds("grad", True, [x for leaves in prog.in_leaves for x in leaves])
+        check_kinds("grad", True, [x for leaves in prog.in_leaves for x in leaves])
     if has_aux:
-        out, aux = _split_aux(out, "grad")
+        out, aux = split_aux(out, "grad")
     if holomorphic or not (type(out) is Tracer and type(out.primal) is float):
-        _check_scalar_output(out, "grad", has_aux, holomorphic)
+        check_scalar_output(out, "grad", has_aux, holomorphic)
         if holomorphic or _core.is_complex(out):
-            _check_kinds("grad", holomorphic, outs=[out])
+            check_kinds("grad", holomorphic, outs=[out])
     if type(out) is Tracer and out.tape is tape:
         outputs, seeds = [out.idx], [1.0 if not holomorphic else 1.0 + 0j]
     else:
         outputs, seeds = [], []
     g = prog.gradients(outputs, seeds)
-    value = _plain(_unbox_out(out, tape))
+    value = plain(unbox_out(out, tape))
     if has_aux:
-        return (value, _concrete_tree(aux, tape)), g
+        return (value, concrete_tree(aux, tape)), g
     return value, g
 
 
@@ -158,7 +154,7 @@ def grad(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
     return describe(grad_f, "grad", f, argnums, has_aux, holomorphic)
 
 
-@_pooled
+@pooled
 def vjp(f: Callable, *primals, has_aux: bool = False):
     """Reverse mode: ``f``'s output and a function that pulls cotangents back.
 
@@ -192,12 +188,12 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     prog = Program.record(f, primals, {}, tuple(range(len(primals))), "vjp", True)
     tape, out = prog.tape, prog.out
     if has_aux:
-        out, aux = _split_aux(out, "vjp")
-        aux = _concrete_tree(aux, tape)
+        out, aux = split_aux(out, "vjp")
+        aux = concrete_tree(aux, tape)
     out_leaves, out_tree = tree_flatten(out)
-    values = [_plain(_unbox_out(x, tape)) for x in out_leaves]
+    values = [plain(unbox_out(x, tape)) for x in out_leaves]
 
-    @_pooled
+    @pooled
     def pullback(cotangent):
         ct_leaves, ct_tree = tree_flatten(cotangent)
         if len(ct_leaves) != len(out_leaves):
@@ -208,7 +204,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
             if np.shape(c) != np.shape(v):
                 raise ShapeError(f"pullback: cotangent of shape {np.shape(c)} for an "
                                  f"output of shape {np.shape(v)}; they must match")
-            c = _seed_like(c, v)
+            c = seed_like(c, v)
             if type(x) is Tracer and x.tape is tape:
                 outputs.append(x.idx)
                 seeds.append(float(c) if np.ndim(c) == 0 and isinstance(
@@ -225,7 +221,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
 # forward mode (dual numbers)
 # ---------------------------------------------------------------------------
 
-@_pooled
+@pooled
 def jvp(f: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
     """Forward mode: ``(f(*primals), J·tangents)`` by dual numbers, in one run.
 
@@ -269,7 +265,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fals
     duals = []
     try:
         for p, t in zip(p_leaves, t_leaves):
-            p = _check_leaf(p, "jvp", True)
+            p = check_leaf(p, "jvp", True)
             if _core.is_complex(p) != _core.is_complex(t):
                 raise TypeError(
                     f"jvp: a {'complex' if _core.is_complex(p) else 'real'} primal needs a "
@@ -283,21 +279,21 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = Fals
             duals.append(trace.input(p, t))
         out = f(*tree_unflatten(p_tree, duals))
         if has_aux:
-            out, aux = _split_aux(out, "jvp")
-            aux = _concrete_tree(aux, trace)
-        out = _pack_outputs(out)
+            out, aux = split_aux(out, "jvp")
+            aux = concrete_tree(aux, trace)
+        out = pack_outputs(out)
     finally:
         trace.active = False
     o_leaves, o_tree = tree_flatten(out)
     vals, tans = [], []
     for x in o_leaves:
         if type(x) is Dual and x.ftrace is trace:
-            vals.append(_plain(x.primal))
-            tans.append(_plain(_as_result(x.tangent, x.primal) if not isinstance(
+            vals.append(plain(x.primal))
+            tans.append(plain(as_result(x.tangent, x.primal) if not isinstance(
                 x.tangent, Box) else x.tangent))
         else:
-            vals.append(_plain(x))
-            tans.append(_zeros_like(x))
+            vals.append(plain(x))
+            tans.append(zeros_like(x))
     if has_aux:
         return tree_unflatten(o_tree, vals), tree_unflatten(o_tree, tans), aux
     return tree_unflatten(o_tree, vals), tree_unflatten(o_tree, tans)
@@ -360,11 +356,11 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             tape, out, in_leaves, in_trees, in_ids, single = (
                 prog.tape, prog.out, prog.in_leaves, prog.in_trees, prog.in_ids, prog.single)
             if has_aux:
-                out, aux = _split_aux(out, "jacfwd")
-                aux = _concrete_tree(aux, tape)
+                out, aux = split_aux(out, "jacfwd")
+                aux = concrete_tree(aux, tape)
             flat_in = [x for leaves in in_leaves for x in leaves]
             if holomorphic:
-                _check_kinds("jacfwd", True, flat_in, tree_flatten(out)[0])
+                check_kinds("jacfwd", True, flat_in, tree_flatten(out)[0])
             flat_ids = [i for ids in in_ids for i in ids]
             sizes = [int(np.prod(np.shape(x))) for x in flat_in]
             K = int(sum(sizes))
@@ -380,7 +376,7 @@ def jacfwd(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             tans_iter = iter(tans)
             jac_leaves = []
             for x, i in zip(out_leaves, ids):
-                val = _unbox_out(x, tape)
+                val = unbox_out(x, tape)
                 t = next(tans_iter) if i >= 0 else None
                 oshape = np.shape(val)
                 if t is None:
@@ -442,17 +438,17 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
             tape, out, in_leaves, in_trees, in_ids, single = (
                 prog.tape, prog.out, prog.in_leaves, prog.in_trees, prog.in_ids, prog.single)
             if has_aux:
-                out, aux = _split_aux(out, "jacrev")
-                aux = _concrete_tree(aux, tape)
+                out, aux = split_aux(out, "jacrev")
+                aux = concrete_tree(aux, tape)
             out_leaves, out_tree = tree_flatten(out)
             flat_in = [x for leaves in in_leaves for x in leaves]
             if holomorphic or any(_core.is_complex(y) for y in out_leaves):
-                _check_kinds("jacrev", holomorphic, flat_in if holomorphic else None,
+                check_kinds("jacrev", holomorphic, flat_in if holomorphic else None,
                              out_leaves)
             flat_ids = [i for ids in in_ids for i in ids]
             jac_leaves = []
             for x in out_leaves:
-                val = _unbox_out(x, tape)
+                val = unbox_out(x, tape)
                 oshape = np.shape(val)
                 rows = []
                 for j in range(int(np.prod(oshape))):
@@ -465,7 +461,7 @@ def jacrev(f: Callable, argnums: ArgNums = 0, has_aux: bool = False,
                         adjs = tape.backward([x.idx], [seed], flat_ids)
                     else:
                         adjs = [None] * len(flat_ids)
-                    rows.append([_as_result(a, xin) for a, xin in zip(adjs, flat_in)])
+                    rows.append([as_result(a, xin) for a, xin in zip(adjs, flat_in)])
                 blocks = []
                 for k, xin in enumerate(flat_in):
                     ishape = np.shape(_core.concrete(xin))
@@ -512,7 +508,7 @@ def hessian(f: Callable, argnums: ArgNums = 0, holomorphic: bool = False) -> Cal
                   holomorphic=holomorphic)
 
 
-@_pooled
+@pooled
 def hvp(f: Callable, primals: Sequence, tangents: Sequence):
     """Hessian-vector product ``H·v`` by forward over reverse.
 

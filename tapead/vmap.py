@@ -28,52 +28,19 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, shape_of
 from tapead._prims import batching
-from tapead._prims.indexing import getitem
-from tapead._prims.shape import broadcast_to, concatenate, moveaxis, stack
 from tapead._tree import LEAF, TreeDef, tree_flatten, tree_unflatten
 from tapead.program import derivative_of
 from tapead.vmap_axes import (arg_names as _arg_names, broadcast_prefix as _broadcast_prefix,
                                check_axis as _check_axis,
                                is_array_like as _is_array_like, is_axis_leaf as _is_axis_leaf)
-from tapead.errors import BatchConcreteRead, BatchSplit, VmapFallbackError
+from tapead.vmap_lanes import (Placer, broadcast_lanes, concat_lanes, finish, lane_rank,
+                               lane_template, move_axis, run_batched, run_groups,
+                               same_everywhere, scatter_lanes, shared_output, stack_lanes,
+                               take_lanes, to_front)
 
 __all__ = ["vmap", "vmap_stats"]
 
 _EMPTY_DICT_TD = tree_flatten({})[1]
-
-
-def _lane(x, axis: int, i: int):
-    """Lane ``i`` of ``x`` (a tapead index along ``axis`` for boxes; for numpy
-    arrays, whose mapped axis was moved first, a copy, so that ``f`` writing
-    into its argument cannot change other lanes)."""
-    if isinstance(x, Box):
-        return x[(slice(None),) * axis + (i,)]
-    lane = x[i]
-    return lane.copy() if type(lane) is np.ndarray else lane
-
-
-def _lane_template(x, axis: int):
-    """A stand-in lane (ones) when the mapped axis has size 0 (numpy arrays
-    have it first already)."""
-    if isinstance(x, Box):
-        shape, dtype = tuple(shape_of(x)), np.result_type(_core.concrete(x))
-        return np.ones(shape[:axis] + shape[axis + 1:], dtype=dtype)
-    return np.ones(x.shape[1:], dtype=x.dtype)
-
-
-def _stack(lanes: list, axis: int):
-    if any(isinstance(v, Box) for v in lanes):
-        return stack(lanes, axis=axis)
-    return np.stack([np.asarray(v) for v in lanes], axis=axis)
-
-
-def _same_everywhere(lanes: list) -> bool:
-    first = lanes[0]
-    if isinstance(first, Box) or any(isinstance(v, Box) for v in lanes):
-        return all(v is first for v in lanes)
-    a = np.asarray(first)
-    return all(np.shape(v) == a.shape and np.array_equal(np.asarray(v), a, equal_nan=True)
-               for v in lanes[1:])
 
 
 class _Mapped:
@@ -93,6 +60,48 @@ class _Mapped:
             return self._call(args, kwargs)
 
     def _call(self, args, kwargs):
+        """Run the mapped function: a rewritten derivative transform, zero lanes,
+        or the lanes in groups (``tapead.vmap_lanes``), outputs joined."""
+        f = self.f
+        in_axes, leaves, axes, in_td, kw_td, n_pos, whole, n = self._arguments(args, kwargs)
+        chunk = self.chunk_size
+        if chunk is not None and (not isinstance(chunk, (int, np.integer)) or chunk < 1):
+            raise ValueError(f"vmap: chunk_size={chunk!r}; it must be a positive int or None")
+
+        def call(inputs):
+            pos = tree_unflatten(in_td, inputs[:n_pos])
+            if whole:        # unmapped arguments are passed as they are, not rebuilt
+                pos = tuple(args[j] if j in whole else a for j, a in enumerate(pos))
+            return f(*pos, **tree_unflatten(kw_td, inputs[n_pos:]))
+
+        rewrite = _rewrite_of(f) if n > 0 and not kwargs else None
+        if getattr(rewrite, "needs_boxes", False) and not any(isinstance(x, Box)
+                                                              for x in leaves):
+            rewrite = None      # plain arrays: the transform's own tape records the lanes
+        if rewrite is not None:
+            out = self._rewritten(rewrite, f, args, in_axes, leaves, axes, in_td, n, chunk)
+            if out is not NotImplemented:
+                return out
+        if n == 0:
+            # the batched run on zero lanes gives the output shapes; where it
+            # cannot (a branch, a value read, numpy refusing an empty stack),
+            # f runs once on a stand-in lane of ones
+            try:
+                with np.errstate(all="ignore"):
+                    r = run_batched(call, leaves, axes, None, 0)
+            except Exception:
+                r = ("failed",)
+            if r[0] == "done":
+                return self._join([(np.arange(0), r[1], r[2], r[3])], 0)
+            return self._zero_lanes(f, leaves, axes, in_td, n_pos, kw_td, whole, args)
+        placer = Placer(n) if type(self.out_axes) is int else None
+        groups = run_groups(call, leaves, axes, n, chunk, placer)
+        return self._join(groups, n, placer)
+
+    def _arguments(self, args, kwargs):
+        """The arguments flattened: ``in_axes`` one entry per positional
+        argument, the leaves and their mapped axes (checked), the trees to
+        rebuild them, the positional arguments passed whole, the lane count."""
         f = self.f
         in_axes = self.in_axes
         if isinstance(in_axes, list):
@@ -162,39 +171,7 @@ class _Mapped:
         elif n is None:
             raise ValueError("vmap: every in_axes entry is None, so there is no axis to map "
                              "over; map at least one argument or pass axis_size=")
-        chunk = self.chunk_size
-        if chunk is not None and (not isinstance(chunk, (int, np.integer)) or chunk < 1):
-            raise ValueError(f"vmap: chunk_size={chunk!r}; it must be a positive int or None")
-
-        def call(inputs):
-            pos = tree_unflatten(in_td, inputs[:n_pos])
-            if whole:        # unmapped arguments are passed as they are, not rebuilt
-                pos = tuple(args[j] if j in whole else a for j, a in enumerate(pos))
-            return f(*pos, **tree_unflatten(kw_td, inputs[n_pos:]))
-
-        rewrite = _rewrite_of(f) if n > 0 and not kwargs else None
-        if getattr(rewrite, "needs_boxes", False) and not any(isinstance(x, Box)
-                                                              for x in leaves):
-            rewrite = None      # plain arrays: the transform's own tape records the lanes
-        if rewrite is not None:
-            out = self._rewritten(rewrite, f, args, in_axes, leaves, axes, in_td, n, chunk)
-            if out is not NotImplemented:
-                return out
-        if n == 0:
-            # the batched run on zero lanes gives the output shapes; where it
-            # cannot (a branch, a value read, numpy refusing an empty stack),
-            # f runs once on a stand-in lane of ones
-            try:
-                with np.errstate(all="ignore"):
-                    r = _run_batched(call, leaves, axes, None, 0)
-            except Exception:
-                r = ("failed",)
-            if r[0] == "done":
-                return self._join([(np.arange(0), r[1], r[2], r[3])], 0)
-            return self._zero_lanes(f, leaves, axes, in_td, n_pos, kw_td, whole, args)
-        placer = _Placer(n) if type(self.out_axes) is int else None
-        groups = _run_groups(call, leaves, axes, n, chunk, placer)
-        return self._join(groups, n, placer)
+        return in_axes, leaves, axes, in_td, kw_td, n_pos, whole, n
 
     def _rewritten(self, rewrite, f, args, in_axes, leaves, axes, in_td, n, chunk):
         """vmap of a derivative transform (``grad``, ``jacfwd``...): the transform of
@@ -206,7 +183,8 @@ class _Mapped:
                 part_args = args
             else:
                 idx = np.arange(s, min(s + chunk, n))
-                lanes = [x if ax is None else _take(x, idx, ax) for x, ax in zip(leaves, axes)]
+                lanes = [x if ax is None else take_lanes(x, idx, ax)
+                         for x, ax in zip(leaves, axes)]
                 part_args = tree_unflatten(in_td, lanes)
                 part_args = tuple(args[j] if in_axes[j] is None else a
                                   for j, a in enumerate(part_args))
@@ -216,7 +194,7 @@ class _Mapped:
             parts.append(out)
         outs, td = tree_flatten(parts[0])
         if len(parts) > 1:
-            cols = [_concatenate([tree_flatten(p)[0][k] for p in parts]) for k in range(len(outs))]
+            cols = [concat_lanes([tree_flatten(p)[0][k] for p in parts]) for k in range(len(outs))]
         else:
             cols = outs
         idx = np.arange(n)
@@ -225,7 +203,7 @@ class _Mapped:
     def _zero_lanes(self, f, leaves, axes, in_td, n_pos, kw_td, whole, args):
         """Zero lanes: ``f`` runs once on a stand-in lane of ones to learn the
         output shapes."""
-        lane = [x if ax is None else _lane_template(_front(x, ax), 0)
+        lane = [x if ax is None else lane_template(to_front(x, ax), 0)
                 for x, ax in zip(leaves, axes)]
         pos = tree_unflatten(in_td, lane[:n_pos])
         if whole:
@@ -237,7 +215,7 @@ class _Mapped:
 
     def _join(self, groups, n, placer=None):
         """The outputs of every group of lanes, in lane order, lane axes at
-        ``out_axes`` (columns a ``_Placer`` already wrote in lane order are
+        ``out_axes`` (columns a ``Placer`` already wrote in lane order are
         taken as they are)."""
         idx0, td0, first0, cols0 = groups[0]
         out_axes = self.out_axes
@@ -249,8 +227,8 @@ class _Mapped:
                     if not _is_array_like(v):
                         raise TypeError(f"vmap: output {k} of the function is {v!r}, not an "
                                         "array; vmap stacks array outputs only")
-                    v = _broadcast_lanes(v, len(idx0))
-                results.append(_finish(v))
+                    v = broadcast_lanes(v, len(idx0))
+                results.append(finish(v))
             return tree_unflatten(td0, results)
         for idx, td, _, _ in groups[1:]:
             if td != td0:
@@ -277,25 +255,25 @@ class _Mapped:
                 col = placer.column(k, entries)
                 if col is not None:
                     ax = _check_axis(int(ax), col.ndim, f"output {k} (out_axes)")
-                    results.append(_finish(_moveaxis(col, 0, ax)))
+                    results.append(finish(move_axis(col, 0, ax)))
                     continue
             kind0, v0 = entries[0][1]
             if not _is_array_like(v0):
                 raise TypeError(f"vmap: output {k} of the function is {v0!r}, not an "
                                 "array; vmap stacks array outputs only")
             if ax is None:
-                results.append(_shared_output(entries, k))
+                results.append(shared_output(entries, k))
                 continue
-            ax = _check_axis(int(ax), _lane_rank(kind0, v0) + 1, f"output {k} (out_axes)")
-            cols = [v if kind == "lanes" else _broadcast_lanes(v, len(idx))
+            ax = _check_axis(int(ax), lane_rank(kind0, v0) + 1, f"output {k} (out_axes)")
+            cols = [v if kind == "lanes" else broadcast_lanes(v, len(idx))
                     for idx, (kind, v) in entries]
             if order is not None and not any(isinstance(c, Box) for c in cols):
-                col = _scatter_lanes([g[0] for g in groups], cols, n, k)
+                col = scatter_lanes([g[0] for g in groups], cols, n, k)
             else:
-                col = cols[0] if len(cols) == 1 else _concatenate(cols)
+                col = cols[0] if len(cols) == 1 else concat_lanes(cols)
                 if order is not None:
-                    col = _take(col, np.argsort(order, kind="stable"), 0)
-            results.append(_finish(_moveaxis(col, 0, ax)))
+                    col = take_lanes(col, np.argsort(order, kind="stable"), 0)
+            results.append(finish(move_axis(col, 0, ax)))
         return tree_unflatten(td0, results)
 
     def _assemble(self, columns, out_td, first, empty):
@@ -312,7 +290,7 @@ class _Mapped:
                 if empty:
                     results.append(np.asarray(col[0]) if not isinstance(col[0], Box) else col[0])
                     continue
-                if not _same_everywhere(col):
+                if not same_everywhere(col):
                     raise ValueError(
                         f"vmap: out_axes is None for output {k}, but that output differs "
                         "between lanes; give it an int out_axes to stack the lanes, or "
@@ -325,267 +303,8 @@ class _Mapped:
                 shape = proto.shape[:ax] + (0,) + proto.shape[ax:]
                 results.append(np.zeros(shape, dtype=proto.dtype))
             else:
-                results.append(_stack(col, ax))
+                results.append(stack_lanes(col, ax))
         return tree_unflatten(out_td, results)
-
-
-# ---------------------------------------------------------------------------
-# the engine: the function once on the stacked lanes, split where the lanes
-# disagree on a Python branch, once per lane where code reads one value
-# ---------------------------------------------------------------------------
-
-def _front(x, ax):
-    return x if isinstance(x, Box) else np.moveaxis(np.asarray(x), ax, 0)
-
-
-def _take(x, idx, ax):
-    if isinstance(x, Box):
-        return getitem(x, (slice(None),) * ax + (idx,))
-    return np.take(x, idx, axis=ax)
-
-
-def _moveaxis(x, src, dst):
-    if src == dst:
-        return x
-    return moveaxis(x, src, dst) if isinstance(x, Box) else np.moveaxis(x, src, dst)
-
-
-def _concatenate(cols):
-    if any(isinstance(c, Box) for c in cols):
-        return concatenate(cols, axis=0)
-    return np.concatenate([np.asarray(c) for c in cols], axis=0)
-
-
-def _scatter_lanes(idxs, cols, n, k):
-    """The groups' columns (lane axis 0) written into one new array at their
-    lanes' positions: one copy of the output (concatenating and then
-    re-ordering would copy it twice)."""
-    cols = [np.asarray(c) for c in cols]
-    shape = cols[0].shape[1:]
-    for c in cols[1:]:
-        if c.shape[1:] != shape:
-            raise ValueError(f"vmap: output {k} of the function has shape {shape} in some "
-                             f"lanes and {c.shape[1:]} in others; every lane must return "
-                             "arrays of the same shape")
-    out = np.empty((n,) + shape, dtype=np.result_type(*cols))
-    for idx, c in zip(idxs, cols):
-        out[idx] = c
-    return out
-
-
-def _broadcast_lanes(v, m):
-    shape = (m,) + tuple(shape_of(v))
-    if isinstance(v, Box):
-        return broadcast_to(v, shape)
-    return np.broadcast_to(np.asarray(v), shape)
-
-
-def _lane_rank(kind, v):
-    return len(shape_of(v)) - (kind == "lanes")
-
-
-def _finish(v):
-    """A result array the caller owns (never a view of a lane's input or a
-    broadcast)."""
-    if type(v) is np.ndarray and (v.base is not None or not v.flags.writeable):
-        return np.array(v)
-    return v
-
-
-def _lanes_equal(v) -> bool:
-    if isinstance(v, Box):
-        return False
-    v = np.asarray(v)
-    return all(np.array_equal(v[i], v[0], equal_nan=True) for i in range(1, v.shape[0]))
-
-
-def _shared_output(entries, k):
-    value = None
-    for idx, (kind, v) in entries:
-        if kind == "lanes":
-            if not _lanes_equal(v):
-                raise ValueError(
-                    f"vmap: out_axes is None for output {k}, but that output differs "
-                    "between lanes; give it an int out_axes to stack the lanes, or "
-                    "make it not depend on the mapped arguments")
-            v = v[0]
-        if value is None:
-            value = v
-        elif value is not v and (isinstance(v, Box) or isinstance(value, Box) or not
-                                 np.array_equal(np.asarray(v), np.asarray(value),
-                                                equal_nan=True)):
-            raise ValueError(
-                f"vmap: out_axes is None for output {k}, but that output differs "
-                "between lanes; give it an int out_axes to stack the lanes")
-    return value if isinstance(value, Box) else np.asarray(value)
-
-
-def _run_batched(call, leaves, axes, idx, n):
-    """``call`` once on the lanes ``idx`` (None: all ``n``), batched; returns
-    ("done", tree def, output, [(kind, value)]), ("split", lanes) or ("read", what)."""
-    m = n if idx is None else len(idx)
-    trace = _core.BatchTrace(m, batching.process)
-    try:
-        inputs = []
-        for x, ax in zip(leaves, axes):
-            if ax is None:
-                inputs.append(x)
-                continue
-            v = x if idx is None else _take(x, idx, ax)
-            inputs.append(trace.box(v if isinstance(v, Box) else np.asarray(v), ax))
-        try:
-            out = call(inputs)
-        except BatchSplit as e:
-            if e.trace is not trace:
-                raise
-            return ("split", np.asarray(e.lanes, dtype=bool))
-        except BatchConcreteRead as e:
-            if e.trace is not trace:
-                raise
-            return ("read", e.what)
-        outs, td = tree_flatten(out)
-        cols = []
-        for o in outs:
-            if type(o) is _core.Batched and o.btrace is trace:
-                cols.append(("lanes", batching.to_front(o.val, o.bdim)))
-            else:
-                cols.append(("shared", o))
-        return ("done", td, out, cols)
-    finally:
-        trace.active = False
-
-
-def _run_lanes(call, leaves, axes, idx):
-    """``call`` once per lane of ``idx``: the outputs stacked (lane axis 0)."""
-    columns, td0, first = None, None, None
-    for i in idx:
-        lane = [x if ax is None else _lane(_front(x, ax) if not isinstance(x, Box) else x,
-                                           0 if not isinstance(x, Box) else ax, int(i))
-                for x, ax in zip(leaves, axes)]
-        out = call(lane)
-        outs, td = tree_flatten(out)
-        if columns is None:
-            columns, td0, first = [[] for _ in outs], td, out
-        elif td != td0:
-            raise ValueError(f"vmap: the function returned differently structured outputs "
-                             f"in lane {int(idx[0])} ({td0}) and lane {int(i)} ({td}); every "
-                             "lane must return the same pytree structure")
-        for col, o in zip(columns, outs):
-            col.append(o)
-    cols = []
-    for col in columns:
-        if not all(_is_array_like(v) for v in col):
-            cols.append(("shared", next(v for v in col if not _is_array_like(v))))
-        elif len(col) > 1 and all(v is col[0] for v in col):
-            cols.append(("shared", col[0]))
-        else:
-            cols.append(("lanes", _stack(col, 0)))
-    return td0, first, cols
-
-
-def _run_groups(call, leaves, axes, n, chunk, placer=None):
-    """Every lane's outputs as groups (lane indices, tree def, one output,
-    columns), from an explicit work list: a group whose lanes disagree on a
-    branch is split in two by the predicate; one whose code reads a value
-    runs lane by lane.  When the lanes run in more than one group, each
-    group's array outputs are written into the whole outputs as soon as the
-    group is done (``placer``): one copy while they are still in the cache,
-    and the group's memory is free for the next group's run."""
-    if chunk is None or chunk >= n:
-        work = [None]
-    else:
-        work = [np.arange(s, min(s + chunk, n)) for s in range(0, n, chunk)][::-1]
-    done = []
-    while work:
-        idx = work.pop()
-        r = _run_batched(call, leaves, axes, idx, n)
-        lanes_idx = np.arange(n) if idx is None else idx
-        if r[0] == "done":
-            group = (lanes_idx, r[1], r[2], r[3])
-            del r
-            if placer is not None and (work or done):     # one group of several
-                group = placer.place(group)
-            done.append(group)
-        elif r[0] == "split":
-            batching.STATS["splits"] += 1
-            work.append(lanes_idx[~r[1]])
-            work.append(lanes_idx[r[1]])
-        else:
-            if batching.strict():
-                raise VmapFallbackError(
-                    f"vmap would run the function once per lane ({r[1]} read one lane's "
-                    "value) and TAPEAD_STRICT_VMAP is set; compute with tapead operations "
-                    "instead of reading values, or unset TAPEAD_STRICT_VMAP")
-            batching.STATS["per_lane_runs"] += 1
-            group = (lanes_idx,) + _run_lanes(call, leaves, axes, lanes_idx)
-            if placer is not None and (work or done):
-                group = placer.place(group)
-            done.append(group)
-    return done
-
-
-def _lane_slot(idx):
-    """Lane indices as a slice when they are consecutive (the groups' indices
-    are increasing), else the index array."""
-    m = len(idx)
-    if m and int(idx[-1]) - int(idx[0]) == m - 1:
-        return slice(int(idx[0]), int(idx[0]) + m)
-    return idx
-
-
-class _Placer:
-    """The whole outputs of a vmap whose lanes run in several groups, filled
-    group by group: column k's array, with the lanes in order on axis 0.
-
-    A column is placed when the first group that returns it gives a numpy
-    value (its lanes, or one value shared by the group's lanes); a traced
-    (boxed) value is left to ``_join``.  A later group's value must have the
-    same lane shape (else the same error as ``_join``'s); its dtype may
-    promote the column, as concatenating would."""
-
-    def __init__(self, n):
-        self.n = n
-        self.bufs = {}            # column -> the whole output so far
-        self.raw = set()          # columns left to _join
-
-    def place(self, group):
-        idx, td, _, cols = group
-        slot = None
-        out = []
-        for k, (kind, v) in enumerate(cols):
-            if k in self.raw or isinstance(v, Box) or not _is_array_like(v):
-                self.raw.add(k)             # placed entries so far are taken back out
-                out.append((kind, v))
-                continue
-            v = np.asarray(v)
-            lane_shape = v.shape[1:] if kind == "lanes" else v.shape
-            buf = self.bufs.get(k)
-            if buf is None:
-                buf = self.bufs[k] = np.empty((self.n,) + lane_shape, dtype=v.dtype)
-            elif buf.shape[1:] != lane_shape:
-                raise ValueError(f"vmap: output {k} of the function has shape "
-                                 f"{buf.shape[1:]} in some lanes and {lane_shape} in "
-                                 "others; every lane must return arrays of the same shape")
-            elif np.result_type(buf.dtype, v.dtype) != buf.dtype:
-                buf = self.bufs[k] = buf.astype(np.result_type(buf.dtype, v.dtype))
-            if slot is None:
-                slot = _lane_slot(idx)
-            buf[slot] = v
-            out.append(("placed", None))
-        return (idx, td, None, out)    # out_axes is an int: no output tree needed
-
-    def column(self, k, entries):
-        """Column k's whole output when every group's entry was placed, else
-        None (the placed entries are taken back out for ``_join``)."""
-        buf = self.bufs.get(k)
-        if buf is None:
-            return None
-        if all(e[0] == "placed" for _, e in entries):
-            return buf
-        for j, (idx, e) in enumerate(entries):
-            if e[0] == "placed":
-                entries[j] = (idx, ("lanes", buf[_lane_slot(idx)]))
-        return None
 
 
 #: kind -> rewrite(f, args, in_axes, n) of a derivative transform under vmap,

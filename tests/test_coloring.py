@@ -8,8 +8,8 @@ import scipy.sparse as sp
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from tapead import coloring as tc
 from tapead.coloring import greedy as tg
+from tapead.coloring._pattern import _Pattern
 from tapead.coloring import (
     ORDERS,
     acyclic_coloring,
@@ -212,7 +212,7 @@ def test_auto_column_coloring_valid_and_never_worse(mask):
 @given(mask=symmetric_masks(), order=st.sampled_from(ORDERS))
 def test_distance2_star_kernel_is_a_star_coloring(mask, order):
     """The GMP 2005 kernel that "auto" also tries, on its own, in every order."""
-    pat = tc._Pattern(mask)
+    pat = _Pattern(mask)
     ptr, adj, _ = pat.graph("star_coloring")
     perm = tg._order((ptr, adj), pat.shape[0], order, None)
     colors, ncolors = tg._coloring.star_coloring_d2_kernel(ptr, adj, perm)

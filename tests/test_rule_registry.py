@@ -345,7 +345,7 @@ def test_the_opcode_table_zero_column_matches_the_registered_rules():
     """tools/opcodes.txt's zero column (read by the C sparsity loop) and the
     primitives' sparsity rules say the same thing about every scalar opcode."""
     from tapead import _core
-    from tapead._prims import elementwise as ew
+    from tapead._prims import elementwise_family as ew
     for table in (ew.UNARY, ew.BINARY):
         for prim in table.values():
             assert (prim.sparsity is patterns.ZERO) == (prim.name in _core.ZERO_DERIVATIVE), \

@@ -9,7 +9,8 @@ import pytest
 
 import tapead.scaly as sc
 from tapead.errors import MissingRuleError
-from tapead.scaly.expr import OPS, apply, topo_order
+from tapead.scaly.expr import OPS, apply
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.ops import register
 
 STRICT = ("TAPEAD_STRICT_JVP_MANY", "SCALY_STRICT_JVP_MANY")

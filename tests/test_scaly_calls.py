@@ -8,7 +8,7 @@ import tapead as ta
 import tapead.numpy as tnp
 import tapead.scaly as sc
 from tapead.scaly.calls import callees, expand_calls
-from tapead.scaly.expr import topo_order
+from tapead.scaly.graphs import topo_order
 
 
 @sc.function(sc.G(sc.L("x", 1), sc.L("p", 1)), sc.L("c", ...))

@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 import tapead.scaly as sc
 from tapead.checkpointing import optimal_forward_steps
-from tapead.scaly.expr import topo_order
+from tapead.scaly.graphs import topo_order
 
 B = sc.TensorType((), sc.dtypes.bool_)
 

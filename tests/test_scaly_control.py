@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tapead.scaly as sc
-from tapead.scaly.expr import topo_order
+from tapead.scaly.graphs import topo_order
 from scaly_control_programs import (absolute_root, model, numpy_rollout, printed_rollout,
                                     printed_step, root, rollout)
 

@@ -1,7 +1,7 @@
 """``sc.scan(..., checkpoints=s)`` reversed in C: the backward loop's primal
 steps recomputed under revolve by the scalarized primal body and each
 executed step reversed by the scalarized backward body
-(``_core.scalar_scan_checkpointed``, ``tapead.scaly.loops_scalar``): the
+(``_core.scalar_scan_checkpointed``, ``tapead.scaly.control.scalar``): the
 gradient equals the stored-trajectory one, the steps recomputed are exactly
 revolve's ``t(T, s)``, and nothing of the loop's length but its inputs and
 outputs is held."""
@@ -15,7 +15,7 @@ import pytest
 import tapead.scaly as sc
 from tapead import _core
 from tapead.checkpointing import optimal_forward_steps
-from tapead.scaly.expr import topo_order
+from tapead.scaly.graphs import topo_order
 from test_scaly_control_loops import INT, check_derivatives
 
 H = 0.1

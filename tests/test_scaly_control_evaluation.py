@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tapead.scaly as sc
-from tapead.scaly.expr import topo_order
+from tapead.scaly.graphs import topo_order
 from test_scaly_control_loops import (INT, XS, _grow_numpy, _scan_fn, _sine_numpy,
                                       _unrolled_grow, _while_fn, check_derivatives)
 
@@ -193,7 +193,7 @@ def test_scalar_scan_refuses_bad_arguments():
 
 
 def test_scalarize_rewrites_array_ops_as_scalar_ops():
-    from tapead.scaly.scalarize import scalarize
+    from tapead.scaly.control.scalarize import scalarize
 
     @sc.function(sc.arg("A", (2, 3)), sc.arg("v", 3), sc.arg("s", ()))
     def arrays(A, v, s):

@@ -11,8 +11,8 @@ import pytest
 import tapead
 import tapead.scaly as sc
 from tapead.online import OnlineChain, checkpoint_cost, online_forward_steps
-from tapead.scaly import loops_lower
-from tapead.scaly.expr import topo_order
+from tapead.scaly.control import lowering
+from tapead.scaly.graphs import topo_order
 from test_scaly_control_loops import (INT, _grow_numpy, _unrolled_grow, below, central,
                                       check_derivatives, grow)
 
@@ -50,7 +50,7 @@ def test_checkpointed_gradient_equals_the_stored_trajectory_one(checkpoints):
 def _counting(monkeypatch):
     """Counts of Stepper calls per Function name, and the chains reversed."""
     calls, chains = {}, []
-    step_call, replay = loops_lower.Stepper.__call__, OnlineChain.replay
+    step_call, replay = lowering.Stepper.__call__, OnlineChain.replay
 
     def counted(self, args):
         calls[self.fn.name] = calls.get(self.fn.name, 0) + 1
@@ -61,7 +61,7 @@ def _counting(monkeypatch):
         chains.append((self, twin))
         return twin
 
-    monkeypatch.setattr(loops_lower.Stepper, "__call__", counted)
+    monkeypatch.setattr(lowering.Stepper, "__call__", counted)
     monkeypatch.setattr(OnlineChain, "replay", recorded)
     return calls, chains
 
@@ -87,8 +87,8 @@ def _stretched(s):
 @pytest.mark.parametrize("s", [1, 2, 3, 6])
 def test_forward_steps_and_stored_carries_follow_the_online_schedule(monkeypatch, s):
     """Stepped from Python (the C path turned off): the calls of each Function."""
-    monkeypatch.setattr(loops_lower, "run_while_online_steps", lambda *a: None)
-    monkeypatch.setattr(loops_lower, "run_online_reverse_steps", lambda *a: None)
+    monkeypatch.setattr(lowering, "run_while_online_steps", lambda *a: None)
+    monkeypatch.setattr(lowering, "run_online_reverse_steps", lambda *a: None)
     run = _stretched(s)
     args = [np.array([0.3, 0.1]), np.array(1.05)]
     n = int(run(*args)[1])
@@ -130,8 +130,8 @@ def test_a_checkpointed_while_loop_of_float_values_runs_in_c(monkeypatch, s):
     assert sweep["forward_steps"] == online_forward_steps(n, s)
     assert sweep["forward_steps"] == sweep["predicted_forward_steps"]
     assert sweep["backward_steps"] == n and sweep["snapshots"] <= s
-    monkeypatch.setattr(loops_lower, "run_while_online_steps", lambda *a: None)
-    monkeypatch.setattr(loops_lower, "run_online_reverse_steps", lambda *a: None)
+    monkeypatch.setattr(lowering, "run_while_online_steps", lambda *a: None)
+    monkeypatch.setattr(lowering, "run_online_reverse_steps", lambda *a: None)
     python = sc.gradient(_stretched(s), "y", "x0")(*args)
     np.testing.assert_allclose(g, python, rtol=1e-14, atol=0)
     want = sc.gradient(_stretched(None), "y", "x0")(*args)

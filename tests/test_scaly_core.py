@@ -9,7 +9,7 @@ import pytest
 import tapead as ta
 import tapead.numpy as tnp
 import tapead.scaly as sc
-from tapead.scaly.expr import topo_order
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.calls import expand_calls
 
 SEED_000_LISTING = """\

@@ -19,7 +19,7 @@ import tapead.scaly as sc
 from tapead.scaly import mapped as _mapped
 from tapead.scaly import stage_derivatives as _stages
 from tapead.scaly.calls import expand_calls
-from tapead.scaly.expr import topo_order
+from tapead.scaly.graphs import topo_order
 
 try:
     import jax

@@ -23,7 +23,7 @@ import string
 
 import numpy as np
 
-from tapead._core import Box, bind, concrete, is_complex, lanes_of
+from tapead._core import Box, bind, is_complex, lanes_of
 from tapead import patterns
 from tapead._prims import batching
 from tapead._prims.base import Primitive

@@ -19,9 +19,8 @@ from tapead._prims import batching
 from tapead._prims.base import (BROADCAST, VMAP_ELEMENTWISE, Primitive, ShapeOnly,
                                 defelementwise, defzero)
 from tapead._prims.structural import unbroadcast
-from tapead._prims.elementwise_family import (  # noqa: F401  (the tables: old path)
-    BINARY, BY_NAME, OP, UFUNCS, UNARY, _binary, _FRESH, _is_ones_like, _mask, _mask_of,
-    _times, _times_fresh, _unary)
+from tapead._prims.elementwise_family import (BY_NAME, UFUNCS, _binary, _mask_of, _times,
+                                              _times_fresh, _unary)
 from tapead.errors import NonDifferentiableError
 
 

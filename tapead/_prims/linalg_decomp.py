@@ -21,8 +21,8 @@ from tapead._prims import batching
 from tapead._prims.contract import _dtype_of, einsum
 from tapead._prims.linalg import (_any_box, _batched_jvps, _lapack, _mT, _result_type, _row,
                                   _solve_right, _square, _sym, _tri, matmul, solve)
-from tapead.errors import NonDifferentiableError, ShapeError
-from tapead._prims.elementwise import conjugate, imag, real
+from tapead.errors import ShapeError
+from tapead._prims.elementwise import conjugate, real
 from tapead._prims.reductions import sum as _sum
 from tapead._prims.shape import concatenate, reshape
 

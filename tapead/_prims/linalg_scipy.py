@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from tapead._core import bind, concrete, is_complex
+from tapead._core import bind, is_complex
 from tapead._prims import batching
 from tapead._prims.base import Primitive
 from tapead._prims.contract import _dtype_of

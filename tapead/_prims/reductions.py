@@ -26,8 +26,8 @@ from tapead._prims.base import Primitive
 from tapead._prims.construct import _contains_box, array
 from tapead._prims.elementwise import absolute, conjugate, exp, log, real, sqrt, where
 from tapead._prims.shape import getitem, reshape, transpose
-from tapead._prims.structural import (  # noqa: F401  (sum_p and the helpers: old path)
-    _batched_axes, _expand_back, _float_dtype, _norm_axis, _reject, sum as _sum, sum_p)
+from tapead._prims.structural import (_batched_axes, _expand_back, _float_dtype, _norm_axis,
+                                      _reject, sum as _sum)
 
 
 def _as_const(a, like):

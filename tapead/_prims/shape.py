@@ -4,17 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from tapead import _core
-from tapead._core import Box, Scatter, bind, is_complex  # noqa: F401  (Scatter: old path)
-# the structural set lives below every family; these names stay importable from here
-from tapead._prims.structural import (  # noqa: F401
-    _any_box, _concat_bounds, _direction_pieces, _no_out_dtype, _real_piece, _real_pieces,
-    _shape, broadcast_p, broadcast_to, concat_p, concatenate, reshape, reshape_p, stack,
-    stack_p, sum as _sum, transpose, transpose_p)
+from tapead._core import Box
+# the structural set lives below every family (the public ones are in this module's __all__)
+from tapead._prims.structural import (broadcast_to, concatenate, reshape, stack, sum as _sum,
+                                      transpose)
 from tapead._prims.elementwise import where
-# indexing lives in its own module; these names stay importable from here
-from tapead._prims.indexing import (  # noqa: F401
-    _batched_getitem, _getitem_vjp, _index_add_impl, _index_key, _is_basic, getitem,
-    getitem_p, has_box, index_add_p, index_add_zeros, index_update, take)
+from tapead._prims.indexing import (_index_key, getitem, has_box, index_add_zeros,
+                                    index_update)
 
 
 def swapaxes(a, axis1, axis2):

@@ -32,7 +32,6 @@ from tapead.coloring.greedy import (AUTO, AUTO_WORK_LIMIT, ORDERS, Colors,  # no
                                     is_valid_star_coloring, star_coloring)
 from tapead.coloring.recovery import (AcyclicRecovery, JacobianRecovery, StarRecovery,
                                       acyclic_recovery, jacobian_recovery, star_recovery)
-from tapead.coloring._pattern import _Pattern, _colors_array  # noqa: F401  (old path)
 
 __all__ = [
     "ORDERS",

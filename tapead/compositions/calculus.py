@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from tapead._core import Box, concrete, shape_of, lanes_of
+from tapead._core import Box, shape_of, lanes_of
 from tapead._prims.elementwise import astype
 from tapead.compositions.misc import _along, diff
 from tapead._prims.reductions import sum as _sum

@@ -3,7 +3,7 @@ the primitives (this module defines none).
 
 * the **piecewise-constant** primitives (``floor``, ``ceil``, ``rint``,
   ``trunc``, ``fix``, ``round``, ``heaviside``) are in ``tapead._prims.piecewise``
-  and re-exported here;
+  (``tapead.numpy`` exports them from there);
 * **Constants from shapes** (``zeros_like``...) return plain arrays of the
   traced value's shape and dtype; ``full_like`` with a traced fill value is
   differentiable in it.
@@ -13,9 +13,9 @@ the primitives (this module defines none).
   interpolation segment, a NaN mask, where ``sinc`` meets 0) are recorded as
   guards, so replaying a tape at inputs where they differ raises
   ``GuardFlippedError`` instead of returning stale values.
-* **Predicates** (``isclose``, ``allclose``, ``array_equal``, ``isnan``...)
-  and ``searchsorted`` return plain numpy values computed from the concrete
-  values (``searchsorted`` guards its result like ``argmax``).
+
+The predicates (``isclose``, ``isnan``...) and ``searchsorted`` are in
+``tapead.compositions.predicates``.
 """
 from __future__ import annotations
 
@@ -23,11 +23,10 @@ import math
 
 import numpy as np
 
-from tapead._core import Box, concrete, guard_value, is_complex, lanes_of, shape_of
+from tapead._core import Box, concrete, guard_value, lanes_of, shape_of
 from tapead._prims import batching
-from tapead._prims.piecewise import (  # noqa: F401  (re-exported)
-    _copysign_one, around, ceil, fix, floor, floor_divide, heaviside, integer_fmod,
-    integer_remainder, rint, round, trunc)
+from tapead._prims.piecewise import (_copysign_one, floor, integer_fmod, integer_remainder,
+                                     trunc)
 from tapead._prims.elementwise import absolute, sin, where
 from tapead._prims.linalg import matmul
 from tapead._prims.reductions import mean as _mean, sum as _sum
@@ -429,101 +428,7 @@ def convolve(a, v, mode="full"):
     return full[m - 1:n]
 
 
-# ---------------------------------------------------------------------------
-# predicates and searchsorted: plain numpy values of the concrete values, guarded
-# ---------------------------------------------------------------------------
-
-def _decided(npfunc, args, kw, what):
-    """``npfunc`` of the concrete ``args``; each traced argument is guarded (the
-    others held at their recorded values), so replay notices a changed result."""
-    vals = [_plain(x) for x in args]
-    out = npfunc(*vals, **kw)
-    for k, x in enumerate(args):
-        if isinstance(x, Box):
-            def fn(new, k=k):
-                vs = list(vals)
-                vs[k] = concrete(new)
-                return npfunc(*vs, **kw)
-            guard_value(x, fn, out, what)
-    return out
-
-
-def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """``np.isclose`` of the values: plain booleans."""
-    return _decided(np.isclose, (a, b), dict(rtol=rtol, atol=atol, equal_nan=equal_nan),
-                    "an isclose")
-
-
-def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """``np.allclose`` of the values: a plain bool."""
-    return _decided(np.allclose, (a, b), dict(rtol=rtol, atol=atol, equal_nan=equal_nan),
-                    "an allclose")
-
-
-def array_equal(a1, a2, equal_nan=False):
-    """``np.array_equal`` of the values: a plain bool."""
-    return _decided(np.array_equal, (a1, a2), dict(equal_nan=equal_nan), "an array_equal")
-
-
-def array_equiv(a1, a2):
-    """``np.array_equiv`` of the values: a plain bool."""
-    return _decided(np.array_equiv, (a1, a2), {}, "an array_equiv")
-
-
-def _value_predicate(name, ufunc):
-    def func(x):
-        if not isinstance(x, Box):
-            return ufunc(x)
-        return _decided(ufunc, (x,), {}, f"an {name}" if name[0] in "ai" else f"a {name}")
-    func.__name__ = func.__qualname__ = name
-    func.__doc__ = f"``np.{name}`` of the value: plain booleans (guarded on replay)."
-    UFUNCS[ufunc] = func
-    return func
-
-
-isfinite = _value_predicate("isfinite", np.isfinite)
-isnan = _value_predicate("isnan", np.isnan)
-isinf = _value_predicate("isinf", np.isinf)
-signbit = _value_predicate("signbit", np.signbit)
-
-
-def searchsorted(a, v, side="left", sorter=None):
-    """``np.searchsorted`` of the values: plain integers (no derivative), guarded
-    like ``argmax`` so a replay whose insertion points change raises."""
-    return _decided(np.searchsorted, (a, v), dict(side=side, sorter=sorter),
-                    "a searchsorted")
-
-
-def iscomplex(x):
-    """``np.iscomplex`` of the value: plain booleans (a nonzero imaginary part),
-    guarded on replay."""
-    return _decided(np.iscomplex, (x,), {}, "an iscomplex")
-
-
-def isreal(x):
-    """``np.isreal`` of the value: plain booleans, guarded on replay."""
-    return _decided(np.isreal, (x,), {}, "an isreal")
-
-
-def iscomplexobj(x):
-    """``np.iscomplexobj``: whether the dtype is complex (no value is read)."""
-    return bool(is_complex(x))
-
-
-def isrealobj(x):
-    """``np.isrealobj``: whether the dtype is not complex (no value is read)."""
-    return not is_complex(x)
-
-
-def digitize(x, bins, right=False):
-    """``np.digitize`` of the values: plain integers (no derivative), guarded
-    like ``searchsorted``."""
-    return _decided(np.digitize, (x, bins), dict(right=right), "a digitize")
-
-
-UFUNCS.update({np.radians: deg2rad, np.degrees: rad2deg,
-               np.isfinite: isfinite, np.isnan: isnan, np.isinf: isinf,
-               np.signbit: signbit})
+UFUNCS.update({np.radians: deg2rad, np.degrees: rad2deg})
 
 #: numpy functions (NEP 18) this module implements for tracers
 NUMPY_FUNCTIONS = {
@@ -532,19 +437,9 @@ NUMPY_FUNCTIONS = {
     np.sinc: sinc, np.diff: diff, np.average: average, np.linspace: linspace,
     np.cross: cross, np.polyval: polyval, np.interp: interp,
     np.meshgrid: meshgrid, np.convolve: convolve,
-    np.isclose: isclose, np.allclose: allclose, np.array_equal: array_equal,
-    np.array_equiv: array_equiv, np.searchsorted: searchsorted, np.digitize: digitize,
-    np.iscomplex: iscomplex, np.isreal: isreal, np.iscomplexobj: iscomplexobj,
-    np.isrealobj: isrealobj,
 }
-#: methods of traced arrays : name -> function(x, *args, **kw)
-TRACER_METHODS = {"searchsorted": searchsorted}
 #: public names re-exported by tapead.numpy
-__all__ = ["floor", "ceil", "rint", "trunc", "fix", "round", "around", "heaviside",
-           "zeros_like", "ones_like", "empty_like", "full_like",
+__all__ = ["zeros_like", "ones_like", "empty_like", "full_like",
            "remainder", "mod", "fmod", "copysign", "deg2rad", "rad2deg", "radians",
            "degrees", "sinc", "diff", "average", "linspace", "cross", "polyval", "interp",
-           "meshgrid", "convolve",
-           "isclose", "allclose", "array_equal", "array_equiv", "isfinite", "isnan",
-           "isinf", "signbit", "searchsorted", "digitize", "iscomplex", "isreal",
-           "iscomplexobj", "isrealobj"]
+           "meshgrid", "convolve"]

@@ -39,6 +39,7 @@ from tapead.numpy import fft, linalg  # noqa: F401,E402
 from tapead._prims.sorting import *  # noqa: F401,F403
 from tapead._prims.piecewise import *  # noqa: F401,F403
 from tapead.compositions.misc import *  # noqa: F401,F403
+from tapead.compositions.predicates import *  # noqa: F401,F403
 from tapead.compositions.stats import *  # noqa: F401,F403
 from tapead.compositions.calculus import *  # noqa: F401,F403
 from tapead.compositions.numpy_extra import *  # noqa: F401,F403

@@ -14,10 +14,11 @@ import numpy as np
 
 from tapead import _core, _prims, compositions
 from tapead._core import concrete
-from tapead._prims import batching, construct, indexing, integers, linalg, shape
+from tapead._prims import (batching, construct, elementwise_family, indexing, integers, linalg,
+                           piecewise, shape, structural)
 from tapead._prims import elementwise as ew
 from tapead._prims.conversion_hint import array_message
-from tapead.compositions import misc, numpy_extra
+from tapead.compositions import misc, numpy_extra, predicates
 from tapead.errors import NonDifferentiableError
 
 #: numpy ufunc -> tapead implementation
@@ -60,7 +61,7 @@ def _array_ufunc(ufunc, method, inputs, kwargs):
         if batched is not None:
             return batched
         if _core.any_recorded(*inputs):     # a replay checks the result is unchanged
-            return misc._decided(ufunc, inputs, kwargs, f"np.{ufunc.__name__} of a value")
+            return predicates.decided(ufunc, inputs, kwargs, f"np.{ufunc.__name__} of a value")
         return ufunc(*[concrete(x) for x in inputs], **kwargs)
     raise _no_rule(f"{_ufunc_name(ufunc)} (method {method!r})")
 
@@ -124,13 +125,13 @@ def _getattr(x, name):
     return functools.partial(f, x)
 
 
-_core.install_generic(ew.BINARY, ew.UNARY, {
+_core.install_generic(elementwise_family.BINARY, elementwise_family.UNARY, {
     "matmul": linalg.matmul,
     "matmul_prim": linalg.matmul_p,
     "remainder": misc.remainder,
-    "floor_divide": misc.floor_divide,
+    "floor_divide": piecewise.floor_divide,
     "getitem": shape.getitem,
-    "stack_prim": shape.stack_p,
+    "stack_prim": structural.stack_p,
     "add_scatters": indexing.add_scatters,
     "setitem": _setitem,
     "getattr": _getattr,

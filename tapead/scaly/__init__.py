@@ -16,10 +16,12 @@ evaluating it (``Tape.evaluate``).
 from tapead.scaly import ops as _ops  # noqa: F401  (fills the op table)
 from tapead.scaly.calls import broadcast, window
 from tapead.scaly.mapped import vmap
-from tapead.scaly.control import cond, custom_derivative, print, scan, while_loop
+from tapead.scaly.control.branches import cond, print
+from tapead.scaly.control.custom import custom_derivative
+from tapead.scaly.control.loops import scan, while_loop
 from tapead.scaly.derivatives import forward, gradient, hessian, jacobian
-from tapead.scaly.errors import (LayoutError, NonScalarGradientError, ScalyShapeError,
-                                 SymbolicBoolError, UnknownNameError)
+from tapead.errors import (LayoutError, NonScalarGradientError, ScalyShapeError,
+                           SymbolicBoolError, UnknownNameError)
 from tapead.scaly.expr import Expr, const, stack, sumsqr, sym
 from tapead.scaly.function import Function, function
 from tapead.scaly.layout import G, L, arg, group

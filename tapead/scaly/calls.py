@@ -26,9 +26,9 @@ from typing import Any, List, Sequence
 import numpy as np
 
 from tapead.scaly import layout as lay
-from tapead.scaly.errors import LayoutError, ScalyShapeError
-from tapead.scaly.expr import (Expr, as_expr, gather, make_node, rebuild, reshape, same_op,
-                               stack, substitute, topo_order)
+from tapead.errors import LayoutError, ScalyShapeError
+from tapead.scaly.expr import Expr, as_expr, gather, make_node, reshape, stack
+from tapead.scaly.graphs import rebuild, same_op, substitute, topo_order
 from tapead.scaly.ops import register
 from tapead.scaly.types import TensorType
 

@@ -12,14 +12,13 @@ from typing import Optional
 import numpy as np
 
 from tapead.scaly import layout as lay
-from tapead.scaly.errors import LayoutError, NonScalarGradientError
+from tapead.errors import LayoutError, NonScalarGradientError
 from tapead.scaly.expr import Expr, const, sym, zeros
 from tapead.scaly.function import Function, derived, leaf_like
 from tapead.scaly.types import TensorType
 from tapead.scaly.sparsity import dense_jacobian_expr
-from tapead.scaly.sweeps import (GROUP_VJPS, MASKED_VJPS, forward_tangents,  # noqa: F401
-                                 forward_tangents_many, pick as _pick, reverse_adjoints,
-                                 reverse_adjoints_many, strict_jvp_many, unbroadcast)
+from tapead.scaly.sweeps import (forward_tangents, forward_tangents_many, pick as _pick,
+                                 reverse_adjoints)
 
 
 def jacobian_expr(y: Expr, x: Expr) -> Expr:

@@ -9,16 +9,18 @@ equality.
 
 The op table (``OPS``) lives here but is filled by ``tapead.scaly.ops``;
 each entry holds an op's type rule, its evaluation and its derivative rules.
+Walking and rewriting graphs (``topo_order``, ``substitute``...) is
+``tapead.scaly.graphs``.
 """
 from __future__ import annotations
 
 import itertools
 import weakref
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tapead.scaly.errors import SymbolicBoolError
+from tapead.errors import SymbolicBoolError
 from tapead.scaly.types import TensorType, dtypes, normalize_dtype, normalize_shape
 
 
@@ -466,61 +468,3 @@ def is_const(x: Expr, value=None) -> bool:
     if x.op != "const":
         return False
     return value is None or bool(np.all(x.attrs["value"] == value))
-
-
-# ---------------------------------------------------------------------------
-# walking graphs (iteratively: deep graphs must not hit the recursion limit)
-# ---------------------------------------------------------------------------
-
-def topo_order(outputs: Iterable[Expr]) -> List[Expr]:
-    """Nodes reachable from ``outputs``, operands before users.
-
-    Depth-first post-order, visiting outputs and operands in order; the
-    listing numbers follow this order.
-    """
-    order: List[Expr] = []
-    done = set()
-    for root in outputs:
-        if root.id in done:
-            continue
-        stack = [(root, 0)]
-        done.add(root.id)
-        while stack:
-            node, k = stack[-1]
-            if k < len(node.operands):
-                stack[-1] = (node, k + 1)
-                child = node.operands[k]
-                if child.id not in done:
-                    done.add(child.id)
-                    stack.append((child, 0))
-            else:
-                stack.pop()
-                order.append(node)
-    return order
-
-
-def rebuild(outputs: Sequence[Expr], replace: Callable[[Expr, Tuple[Expr, ...]], Expr],
-            seed: Optional[Dict[int, Expr]] = None) -> List[Expr]:
-    """Rewrite a DAG bottom-up: ``replace(node, new_operands) -> new node``.
-
-    ``seed`` maps node ids to fixed replacements (e.g. inputs to arguments).
-    """
-    new: Dict[int, Expr] = dict(seed or {})
-    for node in topo_order(outputs):
-        if node.id in new:
-            continue
-        operands = tuple(new[o.id] for o in node.operands)
-        new[node.id] = replace(node, operands)
-    return [new[o.id] for o in outputs]
-
-
-def same_op(node: Expr, operands: Tuple[Expr, ...]) -> Expr:
-    """``node``'s op and attributes on new operands (itself if unchanged)."""
-    if all(a is b for a, b in zip(operands, node.operands)):
-        return node
-    return make_node(node.op, operands, node.attrs)
-
-
-def substitute(outputs: Sequence[Expr], mapping: Dict[int, Expr]) -> List[Expr]:
-    """``outputs`` with the nodes whose ids are keys of ``mapping`` replaced."""
-    return rebuild(outputs, same_op, mapping)

@@ -17,8 +17,9 @@ import numpy as np
 from tapead.scaly import layout as lay
 from tapead.scaly import tracing
 from tapead.scaly.calls import EVALUATION_KEEPS, call_nodes, expand_calls
-from tapead.scaly.errors import LayoutError, ScalyShapeError, UnknownNameError
-from tapead.scaly.expr import Expr, as_expr, substitute, sym, topo_order
+from tapead.errors import LayoutError, ScalyShapeError, UnknownNameError
+from tapead.scaly.expr import Expr, as_expr, sym
+from tapead.scaly.graphs import substitute, topo_order
 from tapead.scaly.lower import LoweredProgram, free_inputs
 from tapead.scaly.types import TensorType, dtypes
 from tapead.scaly.simplify import simplify

@@ -12,7 +12,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from tapead.scaly.errors import LayoutError, ScalyShapeError
+from tapead.errors import LayoutError, ScalyShapeError
 from tapead.scaly.types import TensorType
 
 

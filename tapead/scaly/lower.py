@@ -30,8 +30,9 @@ from tapead import _core
 from tapead._core import Tape, Tracer
 from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, Primitive
-from tapead.scaly.errors import LayoutError
-from tapead.scaly.expr import OPS, Expr, topo_order
+from tapead.errors import LayoutError
+from tapead.scaly.expr import OPS, Expr
+from tapead.scaly.graphs import topo_order
 
 #: A float64 input of at most this many elements that is indexed elementwise
 #: is fed to the tape element by element ...
@@ -42,7 +43,7 @@ SPREAD_SHARE = 0.25
 
 #: op name -> ``lower(program, node, args) -> tape value`` for ops whose
 #: lowering needs more than their ``fn`` (loops and branches share one
-#: evaluation between their output nodes; ``tapead.scaly.loops_lower``)
+#: evaluation between their output nodes; ``tapead.scaly.control.lowering``)
 LOWERINGS: Dict[str, Callable[..., Any]] = {}
 
 

@@ -41,13 +41,13 @@ from tapead.scaly import layout as lay
 from tapead.scaly import stage_derivatives as _stages
 from tapead.scaly.calls import EVALUATION_KEEPS, _spec
 from tapead.scaly.sweeps import MASKED_VJPS
-from tapead.scaly.errors import LayoutError
+from tapead.errors import LayoutError
 from tapead.scaly.expr import Expr, apply, const, gather, make_node, ones, reshape, scatter
 from tapead.scaly.function import Function
-from tapead.scaly.loops_scalar import program_of
+from tapead.scaly.control.scalar import program_of
 from tapead.scaly.lower import LOWERINGS
 from tapead.scaly.ops import register
-from tapead.scaly.scalarize import scalarize
+from tapead.scaly.control.scalarize import scalarize
 from tapead.scaly.sparsity import STAGE_JACOBIANS, Sparsity
 from tapead.scaly.types import TensorType
 

@@ -35,9 +35,9 @@ import numpy as np
 import tapead.numpy as tnp
 from tapead import _core, patterns
 from tapead._prims import elementwise as _ew, indexing as _ix, linalg as _la
-from tapead._prims import reductions as _red, shape as _sh
+from tapead._prims import structural as _st
 from tapead._prims.base import BROADCAST, Primitive, defzero
-from tapead.scaly.errors import ScalyShapeError
+from tapead.errors import ScalyShapeError
 from tapead.scaly.expr import (OPS, OpRule, apply, const, gather, ones, reshape, scatter)
 from tapead.scaly.types import TensorType, dtypes
 
@@ -364,7 +364,7 @@ _STRUCTURAL = ("a structural op: the primitive's rules build tapead arrays from 
 register("sum", _sum_infer, _sum_fn, vjp=_sum_vjp,
          jvp=lambda ts, n: apply("sum", ts[0], axes=n.attrs["axes"]),
          jvp_many=lambda ts, n, k: apply("sum", ts[0], axes=_shift(n.attrs["axes"])),
-         prim=_red.sum_p, own=_STRUCTURAL)
+         prim=_st.sum_p, own=_STRUCTURAL)
 
 
 def _reshape_infer(ops, a):
@@ -378,7 +378,7 @@ register("reshape", _reshape_infer, lambda x, shape: tnp.reshape(x, shape),
          vjp=lambda g, n: [reshape(g, n.operands[0].shape)],
          jvp=lambda ts, n: reshape(ts[0], n.attrs["shape"]),
          jvp_many=lambda ts, n, k: reshape(ts[0], (k,) + n.attrs["shape"]),
-         prim=_sh.reshape_p, own=_STRUCTURAL)
+         prim=_st.reshape_p, own=_STRUCTURAL)
 
 
 def _gather_infer(ops, a):
@@ -465,7 +465,7 @@ def _stack_jvp_many(ts, n, k):
 register("stack", _stack_infer, lambda *xs, axis: tnp.stack(list(xs), axis=axis),
          vjp=lambda g, n: [gather(g, p, o.shape)
                            for p, o in zip(_stack_positions(n), n.operands)],
-         jvp=_stack_jvp, jvp_many=_stack_jvp_many, prim=_sh.stack_p, own=_STRUCTURAL)
+         jvp=_stack_jvp, jvp_many=_stack_jvp_many, prim=_st.stack_p, own=_STRUCTURAL)
 
 
 # ---------------------------------------------------------------------------
@@ -495,7 +495,7 @@ register("transpose", _transpose_infer, lambda x, axes: tnp.transpose(x, axes),
          vjp=lambda g, n: [transpose(g, _inverse(n.attrs["axes"]))],
          jvp=lambda ts, n: transpose(ts[0], n.attrs["axes"]),
          jvp_many=lambda ts, n, k: transpose(ts[0], (0,) + _shift(n.attrs["axes"])),
-         prim=_sh.transpose_p, own=_STRUCTURAL)
+         prim=_st.transpose_p, own=_STRUCTURAL)
 
 
 def _matmul_infer(ops, a):

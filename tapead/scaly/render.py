@@ -6,7 +6,8 @@ from typing import Dict, List
 
 import numpy as np
 
-from tapead.scaly.expr import Expr, topo_order
+from tapead.scaly.expr import Expr
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.function import Function
 from tapead.scaly.calls import callees
 

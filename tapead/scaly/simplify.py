@@ -13,7 +13,8 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from tapead.scaly.expr import (OPS, Expr, apply, const, is_const, rebuild, same_op, zeros)
+from tapead.scaly.expr import OPS, Expr, apply, const, is_const, zeros
+from tapead.scaly.graphs import rebuild, same_op
 
 _MAX_PASSES = 4
 #: ops never folded into constants: evaluating them has effects (prints) or

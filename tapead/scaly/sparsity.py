@@ -24,9 +24,9 @@ from tapead import coloring as _coloring
 from tapead import patterns as _patterns
 from tapead.scaly.sweeps import (pick as _pick, forward_tangents, forward_tangents_many,
                                       reverse_adjoints)
-from tapead.scaly.errors import LayoutError, NonScalarGradientError
-from tapead.scaly.expr import (Expr, const, gather, reshape, scatter, stack, topo_order,
-                               zeros)
+from tapead.errors import LayoutError, NonScalarGradientError
+from tapead.scaly.expr import Expr, const, gather, reshape, scatter, stack, zeros
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.function import Function, derived, leaf_like
 from tapead.scaly.types import TensorType, dtypes
 from tapead.scaly.calls import expand_calls
@@ -328,7 +328,7 @@ def gather_through(x: Expr, indices, shape) -> Expr:
 def _substituted(flat: Expr, rec, in_flat) -> Expr:
     """The acyclic recovery as expressions: the diagonal is a gather, and each
     off-diagonal value is solved along its 2-colored tree, leaves first, as
-    ``tapead.recovery.AcyclicRecovery`` does (one scalar node per value)."""
+    ``tapead.coloring.AcyclicRecovery`` does (one scalar node per value)."""
     values = [None] * rec.nnz
     diag = gather(flat, in_flat(rec.diag_gather), (len(rec.diag_pos),))
     for j, pos in enumerate(rec.diag_pos):

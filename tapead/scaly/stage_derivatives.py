@@ -27,7 +27,8 @@ import numpy as np
 
 from tapead.scaly import layout as lay
 from tapead.scaly.sweeps import forward_tangents, forward_tangents_many, reverse_adjoints
-from tapead.scaly.expr import OPS, Expr, apply, const, is_const, reshape, sym, topo_order
+from tapead.scaly.expr import OPS, Expr, apply, const, is_const, reshape, sym
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.function import Function, leaf_like
 from tapead.scaly.sparsity import Sparsity, _pattern
 from tapead.scaly.types import TensorType

@@ -14,8 +14,9 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence
 
 from tapead.errors import MissingRuleError
-from tapead.scaly.errors import LayoutError
-from tapead.scaly.expr import OPS, Expr, apply, ones, reshape, stack, topo_order, zeros
+from tapead.errors import LayoutError
+from tapead.scaly.expr import OPS, Expr, apply, ones, reshape, stack, zeros
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.function import Function
 from tapead.scaly.types import dtypes
 
@@ -46,7 +47,7 @@ def reverse_adjoints(output: Expr, weight: Expr, wrt: Sequence[Expr]) -> List[Ex
 
 
 #: op name -> ``rule(adjoints, node)`` for ops with one node per output that
-#: share one computation (loops, branches; ``tapead.scaly.control_rules``):
+#: share one computation (loops, branches; ``tapead.scaly.control.rules``):
 #: ``adjoints`` maps output numbers to their adjoints, and the rule returns one
 #: contribution per operand for all of them, so a loop whose outputs are used
 #: several times is reversed once.

@@ -9,7 +9,8 @@ from __future__ import annotations
 import threading
 from typing import List, Sequence
 
-from tapead.scaly.expr import Expr, topo_order
+from tapead.scaly.expr import Expr
+from tapead.scaly.graphs import topo_order
 
 _frames = threading.local()
 

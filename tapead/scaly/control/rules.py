@@ -1,4 +1,4 @@
-"""Derivatives of loop and branch nodes (``tapead.scaly.control_spec``) and
+"""Derivatives of loop and branch nodes (``tapead.scaly.control.spec``) and
 their entries in the op table.
 
 Derivatives are loops again:
@@ -6,7 +6,7 @@ Derivatives are loops again:
 * forward mode runs a *tangent loop* whose carries are the primal carries
   followed by their tangents, with the body's forward derivative as body
   (batched forward: the tangents carry the directions on a leading axis,
-  ``tapead.scaly.control_batched``);
+  ``tapead.scaly.control.batched``);
 * reverse mode runs a *backward loop* over the executed steps in the
   opposite order, reading the primal trajectory; its carries are the
   carries' adjoints and the accumulated adjoints of whole (broadcast)
@@ -25,13 +25,14 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from tapead.scaly.control_checkpoints import (checkpointed_jvp, checkpointed_spec,
+from tapead.scaly.control.checkpoints import (checkpointed_jvp, checkpointed_spec,
                                               checkpointed_vjp)
-from tapead.scaly.control_spec import (LoopSpec, floats, names_of, new_inputs,
+from tapead.scaly.control.spec import (LoopSpec, floats, names_of, new_inputs,
                                        step_parts, zero_if_none, fresh, make_function)
-from tapead.scaly.derivatives import GROUP_VJPS, forward_tangents, reverse_adjoints_many
-from tapead.scaly.expr import Expr, reshape, scatter, substitute, zeros
-from tapead.scaly.loops_lower import eval_fn, pick_p, print_fn, print_p
+from tapead.scaly.sweeps import GROUP_VJPS, forward_tangents, reverse_adjoints_many
+from tapead.scaly.expr import Expr, reshape, scatter, zeros
+from tapead.scaly.graphs import substitute
+from tapead.scaly.control.lowering import eval_fn, pick_p, print_fn, print_p
 from tapead.scaly.ops import register
 from tapead.scaly.types import TensorType
 

@@ -1,8 +1,8 @@
 """The graph API's loops whose bodies run in C.
 
 A loop body (a Function) whose values are float64 and whose graph
-``tapead.scaly.scalarize`` rewrites as scalar operations is recorded once on
-an all-scalar tape; the loop's steps then replay that tape in C, with no
+``tapead.scaly.control.scalarize`` rewrites as scalar operations is recorded
+once on an all-scalar tape; the loop's steps then replay that tape in C, with no
 Python per step (``_core``'s one scalar-body replay, ``_core_loop.pxi``):
 
 * ``run_scan_steps``: the steps of a scan (``_core.scalar_scan``);
@@ -18,7 +18,7 @@ Python per step (``_core``'s one scalar-body replay, ``_core_loop.pxi``):
   reversing the segments between them.
 
 Each returns None (nothing done) when its loop cannot run there; the caller
-(``tapead.scaly.loops_lower``) then steps the body from Python.
+(``tapead.scaly.control.lowering``) then steps the body from Python.
 """
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ from tapead import _core
 from tapead import _revolve
 from tapead.checkpointing import optimal_forward_steps
 from tapead.online import online_forward_steps
-from tapead.scaly.control_spec import make_function
-from tapead.scaly.scalarize import scalarize
+from tapead.scaly.control.spec import make_function
+from tapead.scaly.control.scalarize import scalarize
 
 __all__ = ["program_of", "scan_plan", "run_scan_steps", "while_plan", "run_while_steps",
            "run_checkpointed_steps", "run_while_online_steps", "run_online_reverse_steps"]

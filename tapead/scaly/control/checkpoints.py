@@ -3,7 +3,7 @@ stored trajectory.
 
 The backward loop of a checkpointed scan does not read the primal
 trajectory.  Its node takes the primal's initial carries instead, and its
-evaluation (``tapead.scaly.loops_lower.run_checkpointed``) runs the primal
+evaluation (``tapead.scaly.control.lowering.run_checkpointed``) runs the primal
 steps and the backward steps under the binomial schedule of
 ``tapead.checkpointing`` (Griewank & Walther's revolve), holding at most
 ``s`` carries at a time and recomputing the others.
@@ -29,8 +29,9 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from tapead.errors import MissingRuleError
-from tapead.scaly.control_spec import FLOAT, LoopSpec, make_function
-from tapead.scaly.expr import Expr, substitute, zeros
+from tapead.scaly.control.spec import FLOAT, LoopSpec, make_function
+from tapead.scaly.expr import Expr, zeros
+from tapead.scaly.graphs import substitute
 
 
 def checkpointed_spec(spec, backward: LoopSpec, zero_traj_adjoints: int = 0) -> LoopSpec:

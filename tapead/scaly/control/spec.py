@@ -11,7 +11,7 @@ number of steps.  Output numbering:
 * ``while_loop``: final carries, the int64 count, then trajectories; with
   ``checkpoints=``, one more output: the carries stored by the online
   schedule (``snapshot_output``; an opaque value that only the checkpointed
-  backward loop reads, see ``tapead.scaly.control_checkpoints``);
+  backward loop reads, see ``tapead.scaly.control.checkpoints``);
 * ``cond`` and ``custom_call``: the outputs of the branch (Function).
 """
 from __future__ import annotations

@@ -1,16 +1,16 @@
 """``sc.custom_derivative``: a Function whose derivatives are other Functions.
 
-Its node is a ``custom_call`` loop node (``tapead.scaly.control_spec``);
+Its node is a ``custom_call`` loop node (``tapead.scaly.control.spec``);
 its derivative rules are ``custom_jvp`` and ``custom_vjp`` in
-``tapead.scaly.control_rules``.
+``tapead.scaly.control.rules``.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
-from tapead.scaly.control_spec import LoopSpec, check_function
+from tapead.scaly.control.spec import LoopSpec, check_function
 from tapead.scaly.function import Function
-from tapead.scaly.errors import LayoutError
+from tapead.errors import LayoutError
 from tapead.scaly.types import TensorType
 
 

@@ -12,7 +12,7 @@ tangent of a sliced input, ``(k, length, ...)``, becomes ``(length, k, ...)``
 (a transpose), a window's is gathered into that layout; stacked outputs and
 trajectories come back as ``(length, k, ...)`` and are transposed to
 ``(k, length, ...)``.  These rules are added to the op-table entries of
-``tapead.scaly.control_rules``.
+``tapead.scaly.control.rules``.
 """
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from tapead.scaly import control_rules  # noqa: F401  (registers the entries extended here)
-from tapead.scaly.control_checkpoints import checkpointed_jvp
-from tapead.scaly.control_spec import (LoopSpec, floats, fresh, make_function, names_of,
+from tapead.scaly.control import rules  # noqa: F401  (registers the entries extended here)
+from tapead.scaly.control.checkpoints import checkpointed_jvp
+from tapead.scaly.control.spec import (LoopSpec, floats, fresh, make_function, names_of,
                                        step_parts)
 from tapead.scaly.derivatives import forward_tangents_many
-from tapead.scaly.expr import OPS, Expr, gather, reshape, stack, substitute, sym, zeros
+from tapead.scaly.expr import OPS, Expr, gather, reshape, stack, sym, zeros
+from tapead.scaly.graphs import substitute
 from tapead.scaly.ops import transpose
 from tapead.scaly.types import TensorType
 

@@ -8,7 +8,7 @@ run-time ``trip`` the final carries may be those after any number of steps,
 so their pattern is the union over all of them.
 
 Used by the sparsity rule of loop outputs on the tape
-(``tapead.scaly.loops_lower``); a scan for which this is not exact enough to
+(``tapead.scaly.control.lowering``); a scan for which this is not exact enough to
 be safe or cheap (a reverse scan with a trip, whose entering carries depend
 on the trip; a checkpointed backward loop; more than ``MAX_STEPS`` steps)
 keeps the dense superset there.

@@ -5,7 +5,7 @@ arithmetic, reductions, indexing, stacking, reshapes, transposes and matrix
 products into a Function of one scalar input per input element and one
 scalar output per output element: every array op becomes the scalar ops on
 its elements.  Its tape is then all scalar nodes, which a loop runs step
-after step in C (``_core.scalar_scan``; see ``tapead.scaly.loops_lower``).
+after step in C (``_core.scalar_scan``; see ``tapead.scaly.control.lowering``).
 A graph with any other op (a nested loop, a print, a comparison), a
 non-float value (but a step number, see ``as_float``) or more than
 ``SCALAR_LIMIT`` scalar nodes is not rewritten
@@ -17,9 +17,10 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from tapead.scaly.expr import Expr, apply, const, sym, topo_order
+from tapead.scaly.expr import Expr, apply, const, sym
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.types import dtypes
-from tapead.scaly.control_spec import fresh, make_function
+from tapead.scaly.control.spec import fresh, make_function
 
 #: the most scalar nodes a rewritten graph may have
 SCALAR_LIMIT = 4096

@@ -1,14 +1,14 @@
 """Evaluating loops, branches, custom calls and prints on the tape.
 
 A loop node of the expression graph (``expr.scan``, ``expr.while_loop``,
-``expr.cond``, ``expr.custom_call``; see ``tapead.scaly.control``) has one
+``expr.cond``, ``expr.custom_call``; see ``tapead.scaly.control.loops``) has one
 node per output, all sharing a ``LoopSpec``.  Lowering records them as one
 object node of the tape (``scaly_loop``: runs the whole loop, returning a
 ``LoopResult``) followed by one ``scaly_loop_pick`` node per output used, so
 the loop runs once however many of its outputs the program reads.  The
 tape's re-evaluation (``Tape.evaluate``) calls ``scaly_loop`` again, which
 runs the body once per executed step: a scan whose body is float64 values
-and array ops that ``tapead.scaly.scalarize`` can rewrite as scalar
+and array ops that ``tapead.scaly.control.scalarize`` can rewrite as scalar
 operations runs its steps in C on that scalar tape (``_core.scalar_scan``,
 no Python per step), and so does such a while loop whose condition is one
 comparison of two float scalars (``_core.scalar_while``); any other body is stepped from Python, one
@@ -19,7 +19,7 @@ The trajectory (the carries entering each step) is stored only when an
 output of the program reads it, which is what reverse mode asks for.  A
 checkpointed backward loop (``run_checkpointed``) stores at most
 ``checkpoints`` carries and recomputes the others, in C when both bodies
-scalarize (``tapead.scaly.loops_scalar``), else from Python.
+scalarize (``tapead.scaly.control.scalar``), else from Python.
 """
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ from tapead import _core
 from tapead import patterns as _patterns
 from tapead.online import OnlineChain
 from tapead._prims.base import PER_DIRECTION, Primitive
-from tapead.scaly.expr import Expr, topo_order
+from tapead.scaly.expr import Expr
+from tapead.scaly.graphs import topo_order
 from tapead.scaly.lower import LOWERINGS
 from tapead.checkpointing import reverse_with_checkpoints
-from tapead.scaly.loops_scalar import (run_checkpointed_steps, run_online_reverse_steps,
+from tapead.scaly.control.scalar import (run_checkpointed_steps, run_online_reverse_steps,
                                       run_scan_steps, run_while_online_steps, run_while_steps)
 
 
@@ -136,7 +137,7 @@ def _operands(values: Sequence[Any], types) -> List[np.ndarray]:
 
 
 def run_checkpointed(spec, values: Sequence[Any]) -> List[Any]:
-    """A checkpointed backward loop (``tapead.scaly.control_checkpoints``):
+    """A checkpointed backward loop (``tapead.scaly.control.checkpoints``):
     the primal steps are recomputed from at most ``spec.checkpoints`` stored
     carries (revolve) and reversed one by one, last executed step first."""
     primal, nb = spec.recompute, spec.n_carry
@@ -479,15 +480,15 @@ LOWERINGS["print"] = lower_print
 
 def _pick_sparsity(rec, pats, shapes, out_shape, N):
     """A scan output's pattern propagated step by step
-    (``tapead.scaly.loop_patterns``); a branch output's is the union over
+    (``tapead.scaly.control.patterns``); a branch output's is the union over
     branches of what each branch reads; any other loop output depends on
     everything its operands do (a superset)."""
-    from tapead.scaly import loop_patterns  # cycle: scaly -> scaly.control -> here
+    from tapead.scaly.control import patterns  # cycle: scaly -> scaly.control.loops -> here
     spec, k = rec.params["spec"], rec.params["output"]
     operand_pats = pats[1:]
     size = int(np.prod(out_shape, dtype=np.int64))
-    if loop_patterns.supported(spec):
-        return loop_patterns.scan_patterns(spec, operand_pats, N)[k]
+    if patterns.supported(spec):
+        return patterns.scan_patterns(spec, operand_pats, N)[k]
     if spec.op == "cond":
         import scipy.sparse as sp
         out = sp.csr_array((size, N))
@@ -507,7 +508,7 @@ def _print_sparsity(rec, pats, shapes, out_shape, N):
 
 # the loop node returns a LoopResult (no values of its own); its picks carry the
 # dependences; tape-level batched JVPs run one pass per direction (the graph API
-# batches loops itself, tapead.scaly.control_batched)
+# batches loops itself, tapead.scaly.control.batched)
 for _prim in (loop_p, structure_p):
     _prim.defsparsity(_patterns.ZERO)
     _prim.defbatched(PER_DIRECTION)

@@ -1,67 +1,35 @@
-"""Scaly's control flow: ``sc.scan``, ``sc.while_loop``, ``sc.cond``,
-``sc.print`` and ``sc.custom_derivative`` (``tapead.scaly.control_custom``).
+"""Scaly's loops: ``sc.scan`` and ``sc.while_loop`` (branches and prints are
+in ``tapead.scaly.control.branches``, ``sc.custom_derivative`` in
+``tapead.scaly.control.custom``).
 
 A Python loop in an ``@sc.function`` body is unrolled while the body is
-traced; these record a loop (or branch) whose body is a Scaly Function
+traced; these record a loop whose body is a Scaly Function
 instead, so the caller's graph holds one node per loop output whatever the
 number of steps.  The nodes, their derivatives and the output numbering are
-in ``tapead.scaly.control_rules``; their evaluation in
-``tapead.scaly.loops_lower``.
+in ``tapead.scaly.control.rules``; their evaluation in
+``tapead.scaly.control.lowering``.
 """
 from __future__ import annotations
 
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Tuple
 
 import numpy as np
 
 from tapead.scaly import layout as lay
-from tapead.scaly import tracing
 from tapead.scaly.calls import _spec as _input_spec
 from tapead.scaly.calls import broadcast, window
-from tapead.scaly import control_batched, control_rules  # noqa: F401  (op table entries)
-from tapead.scaly.control_custom import custom_derivative
-from tapead.scaly.control_spec import LoopSpec, check_function as _check_function
-from tapead.scaly.control_spec import closure_converted
-from tapead.scaly.errors import LayoutError, ScalyShapeError
-from tapead.scaly.expr import Expr, as_expr, const, make_node
+from tapead.scaly.control.spec import LoopSpec, check_function as _check_function
+from tapead.scaly.control.spec import closure_converted
+from tapead.errors import LayoutError, ScalyShapeError
+from tapead.scaly.expr import Expr, as_expr, const
 from tapead.scaly.types import TensorType, dtypes
-from tapead.scaly.function import Function
-from tapead.scaly.loops_lower import run
+from tapead.scaly.control.nodes import as_typed, leaf_types, numbers, pack, results
 
 
 def _count(value, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ValueError(f"{what} must be a non-negative int, got {value!r}")
     return int(value)
-
-
-def _leaf_types(layouts) -> List[TensorType]:
-    return [leaf.type for leaf in lay.leaves(layouts)]
-
-
-def _as_typed(value: Any, ttype: TensorType, what: str) -> Expr:
-    """``value`` as an expression of type ``ttype`` (numbers are converted)."""
-    if isinstance(value, Expr):
-        e = value
-    else:
-        arr = np.asarray(value)
-        if arr.dtype.kind not in "biuf":
-            raise LayoutError(f"{what}: expected a number, an array or an sc.Expr, got "
-                              f"{type(value).__name__}")
-        with np.errstate(all="ignore"):
-            converted = arr.astype(ttype.dtype)
-            same = np.array_equal(converted.astype(arr.dtype), arr)
-        if not same:
-            raise LayoutError(f"{what} is {ttype.dtype_name}, and {value!r} would change in "
-                              f"the conversion; pass a {ttype.dtype_name} value")
-        e = const(converted)
-    if e.shape != ttype.shape:
-        raise ScalyShapeError(f"{what} is declared with shape {ttype.shape}, got shape "
-                              f"{e.shape}")
-    if e.dtype != ttype.dtype:
-        raise LayoutError(f"{what} is declared {ttype.dtype_name}, got "
-                          f"{e.type.dtype_name}")
-    return e
 
 
 def _carries(fn, init, where: str) -> Tuple[List[Any], List[Expr], bool]:
@@ -73,7 +41,7 @@ def _carries(fn, init, where: str) -> Tuple[List[Any], List[Expr], bool]:
     layouts = fn.params[:len(entries)]
     flat = lay.flatten(layouts, entries, f"{where} (its carries)")
     leaves = lay.leaves(layouts)
-    exprs = [_as_typed(v, leaf.type, f"{where}: carry '{leaf.name}'")
+    exprs = [as_typed(v, leaf.type, f"{where}: carry '{leaf.name}'")
              for v, leaf in zip(flat, leaves)]
     return layouts, exprs, isinstance(init, tuple)
 
@@ -148,34 +116,6 @@ def _in_place(spec_value, fn, carry_layouts, where: str) -> Tuple[tuple, tuple]:
             raise TypeError(f"{where}: in_place takes carry positions (int) and input names "
                             f"(str), got {item!r}")
     return tuple(items), tuple(strict)
-
-
-def _results(spec: LoopSpec, operands: List[Expr]) -> List[Expr]:
-    """The output nodes, evaluated right away when no operand depends on an
-    input and no Function is being traced (numbers in, numbers out)."""
-    nodes = spec.nodes(operands)
-    if all(o.op == "const" for o in operands) and not tracing.tracing():
-        values = run(spec, [o.attrs["value"] for o in operands])
-        return [const(np.asarray(v, dtype=t.dtype)) for v, t in
-                zip(values[:spec.traj_offset], spec.out_types)]
-    return nodes
-
-
-def _numbers(x):
-    """Results on constant operands are numbers (numpy), like ``sc.vmap``'s."""
-    if isinstance(x, Expr) and x.op == "const":
-        return x.attrs["value"].copy()[()] if x.ndim == 0 else x.attrs["value"].copy()
-    return x
-
-
-def _pack(layouts, leaves: List[Expr]) -> List[Any]:
-    return [_tree_map(v) for v in lay.unflatten(layouts, leaves)]
-
-
-def _tree_map(v):
-    if isinstance(v, tuple):
-        return tuple(_tree_map(x) for x in v)
-    return _numbers(v)
 
 
 # ---------------------------------------------------------------------------
@@ -288,22 +228,22 @@ def scan(body, init, xs=(), length=None, index=False, reverse=False, trip=None,
     y_items = _check_next_carries(body, carry_layouts, where)
     trip_ops = []
     if trip is not None:
-        trip_ops = [_as_typed(trip, TensorType((), dtypes.int64), f"{where}: trip")]
+        trip_ops = [as_typed(trip, TensorType((), dtypes.int64), f"{where}: trip")]
     if max_trajectory is not None:
         max_trajectory = _count(max_trajectory, f"{where}: max_trajectory")
     requested, strict = _in_place(in_place, body, carry_layouts, where)
     checkpoints = _checkpoints(checkpoints, where)
     spec = LoopSpec("scan", body.name, body=body, carry_types=[c.type for c in carries],
                     xs_types=[p.type for p in x_params], windows=windows,
-                    y_types=_leaf_types(y_items), length=length, index=index,
+                    y_types=leaf_types(y_items), length=length, index=index,
                     reverse=reverse, has_trip=trip is not None,
                     max_trajectory=max_trajectory, in_place=requested,
                     strict_carries=strict, checkpoints=checkpoints)
-    nodes = _results(spec, carries + trip_ops + operands_x)
+    nodes = results(spec, carries + trip_ops + operands_x)
     nc = spec.n_carry
-    final = _pack(carry_layouts, nodes[:nc])
+    final = pack(carry_layouts, nodes[:nc])
     stacked_layouts = [_stacked_layout(item, length) for item in y_items]
-    stacked = tuple(_pack(stacked_layouts, nodes[nc:spec.traj_offset]))
+    stacked = tuple(pack(stacked_layouts, nodes[nc:spec.traj_offset]))
     return (tuple(final) if was_tuple else final[0]), stacked
 
 
@@ -396,7 +336,7 @@ def while_loop(cond, body, init, max_iter=None, params=(), index=False, max_traj
                 f"{where}: {fn.name} has {len(fn.params)} parameters, but the loop passes "
                 f"{m} carr{'y' if m == 1 else 'ies'}{', the step number' if index else ''} "
                 f"and {len(params)} parameter(s) from params=")
-    if _leaf_types(cond.params) != _leaf_types(body.params):
+    if leaf_types(cond.params) != leaf_types(body.params):
         raise LayoutError(f"{where}: the condition and the body take the same inputs; "
                           f"{cond.name} takes {cond!r}, {body.name} takes {body!r}")
     if len(cond.outputs) != 1 or cond.outputs[0].type != TensorType((), dtypes.bool_):
@@ -409,7 +349,7 @@ def while_loop(cond, body, init, max_iter=None, params=(), index=False, max_traj
     p_leaves = lay.leaves(body.params[m + n_idx:])
     p_layouts = body.params[m + n_idx:]
     flat = lay.flatten(p_layouts, params, f"{where} (its params)")
-    operands_p = [_as_typed(v, leaf.type, f"{where}: parameter '{leaf.name}'")
+    operands_p = [as_typed(v, leaf.type, f"{where}: parameter '{leaf.name}'")
                   for v, leaf in zip(flat, p_leaves)]
     if max_trajectory is not None:
         max_trajectory = _count(max_trajectory, f"{where}: max_trajectory")
@@ -419,142 +359,9 @@ def while_loop(cond, body, init, max_iter=None, params=(), index=False, max_traj
                     windows=[(0, 0)] * len(p_leaves), length=max_iter, index=index,
                     max_trajectory=max_trajectory,
                     checkpoints=_checkpoints(checkpoints, where))
-    nodes = _results(spec, carries + operands_p)
-    final = _pack(carry_layouts, nodes[:spec.n_carry])
-    return (tuple(final) if was_tuple else final[0]), _numbers(nodes[spec.n_carry])
+    nodes = results(spec, carries + operands_p)
+    final = pack(carry_layouts, nodes[:spec.n_carry])
+    return (tuple(final) if was_tuple else final[0]), numbers(nodes[spec.n_carry])
 
 
-# ---------------------------------------------------------------------------
-# sc.cond
-# ---------------------------------------------------------------------------
-
-def _structure(layout) -> Any:
-    if isinstance(layout, lay.Leaf):
-        return "leaf"
-    return tuple(_structure(item) for item in layout.items)
-
-
-def cond(selector, branches, *operands):
-    """Call one of ``branches`` on ``operands``: only the selected one runs.
-
-    Parameters
-    ----------
-    selector : bool or int64 scalar expression
-        ``False`` selects ``branches[0]``, ``True`` ``branches[1]``; an int
-        selects ``branches[selector]``, clamped to the valid indices.  It has
-        no derivative.
-    branches : sequence of sc.Function
-        Same parameters; matching output structures, shapes and dtypes.
-    *operands
-        One per parameter of the branches.
-
-    Returns
-    -------
-    Expr or tuple
-        Laid out like the branches' outputs.
-    
-    Examples
-    --------
-    >>> import numpy as np, tapead.scaly as sc
-    >>> @sc.function(sc.arg("x", ()), outputs=sc.arg("y", ()))
-    ... def neg(x):
-    ...     return -x
-    >>> @sc.function(sc.arg("x", ()), outputs=sc.arg("y", ()))
-    ... def pos(x):
-    ...     return x
-    >>> @sc.function(sc.arg("x", ()), outputs=sc.arg("y", ()))
-    ... def absval(x):
-    ...     return sc.cond(x > 0.0, (neg, pos), x)
-    >>> absval(np.array(-3.0)), sc.gradient(absval, "y", "x")(np.array(-3.0))
-    (np.float64(3.0), np.float64(-1.0))
-    """
-    branches = list(branches) if isinstance(branches, (tuple, list)) else [branches]
-    if not branches:
-        raise ValueError("sc.cond needs at least one branch")
-    for k, fn in enumerate(branches):
-        _check_function(fn, f"sc.cond's branch {k}", captured_ok=True)
-    branches, extra = closure_converted(branches)     # captured symbols: more operands
-    operands = tuple(operands) + tuple(extra)
-    first = branches[0]
-    where = f"sc.cond({', '.join(f.name for f in branches)})"
-    if not isinstance(selector, Expr):
-        if isinstance(selector, (bool, np.bool_)):
-            selector = const(bool(selector))
-        else:
-            selector = const(np.int64(selector))
-    if selector.shape != () or selector.dtype not in (dtypes.bool_, dtypes.int64):
-        raise LayoutError(f"{where}: the selector must be a bool or int64 scalar, got "
-                          f"{selector.type.render()}")
-    for k, fn in enumerate(branches[1:], 1):
-        if _leaf_types(fn.params) != _leaf_types(first.params):
-            raise LayoutError(f"{where}: every branch takes the same operands; {fn.name} "
-                              f"takes {fn.params!r}, {first.name} takes {first.params!r}")
-        if _structure(fn.output_layout) != _structure(first.output_layout):
-            raise LayoutError(f"{where}: branch {k} ({fn.name}) returns the structure "
-                              f"{_structure(fn.output_layout)!r} but branch 0 "
-                              f"({first.name}) returns {_structure(first.output_layout)!r}; "
-                              "the branches must return matching tuple structures")
-        for a, b in zip(first.output_leaves, fn.output_leaves):
-            if a.type != b.type:
-                raise ScalyShapeError(
-                    f"{where}: output '{b.name}' of branch {k} ({fn.name}) is "
-                    f"{b.type.render()} but output '{a.name}' of branch 0 ({first.name}) is "
-                    f"{a.type.render()}; the branches must return matching shapes and dtypes")
-    if len(operands) != len(first.params):
-        raise LayoutError(f"{where}: the branches take {len(first.params)} operand(s), got "
-                          f"{len(operands)}")
-    flat = lay.flatten(first.params, operands, f"{where} (its operands)")
-    ops = [_as_typed(v, leaf.type, f"{where}: operand '{leaf.name}'")
-           for v, leaf in zip(flat, first.input_leaves)]
-    spec = LoopSpec("cond", first.name, branches=branches,
-                    xs_types=[leaf.type for leaf in first.input_leaves],
-                    out_types=[leaf.type for leaf in first.output_leaves])
-    nodes = _results(spec, [selector] + ops)
-    return _pack([first.output_layout], nodes)[0]
-
-
-# ---------------------------------------------------------------------------
-# sc.print
-# ---------------------------------------------------------------------------
-
-def print(fmt: str, x) -> Expr:  # noqa: A001  (Scaly's name)
-    """``x``, printed as ``fmt.format(x)`` whenever the program computes it.
-
-    In a loop body it prints once per executed step (not at all in a
-    zero-trip loop or an unselected branch).  Use the returned expression:
-    a print that no output of the traced Function reaches raises ValueError.
-
-    Parameters
-    ----------
-    fmt : str
-        A format with one ``{}`` for the value (numbers print in their
-        shortest form, ``1`` for 1.0; arrays as ``[1, 0.5]``).
-    x : expression, any shape
-
-    Returns
-    -------
-    Expr
-        ``x`` itself (same shape and dtype; its derivative is the identity).
-    
-    Examples
-    --------
-    >>> import numpy as np, tapead.scaly as sc
-    >>> @sc.function(sc.arg("x", ()))
-    ... def step(x):
-    ...     return sc.print("x={}", x) * 2.0
-    >>> @sc.function(sc.arg("x0", ()), outputs=sc.arg("y", ()))
-    ... def twice(x0):
-    ...     return sc.scan(step, x0, length=2)[0]
-    >>> twice(np.array(1.5))
-    x=1.5
-    x=3
-    np.float64(6.0)
-    """
-    if not isinstance(fmt, str):
-        raise TypeError(f"sc.print(fmt, x): fmt must be a str, got {fmt!r}")
-    node = make_node("print", [as_expr(x)], {"fmt": fmt})
-    tracing.record_print(node)
-    return node
-
-
-__all__ = ["scan", "while_loop", "cond", "print", "custom_derivative", "broadcast", "window"]
+__all__ = ["scan", "while_loop"]
