@@ -85,3 +85,9 @@ class ScalyShapeError(ShapeError):
 
 class NonScalarGradientError(NonScalarOutputError):
     """``sc.gradient`` of an output with more than one element."""
+
+
+class NativeCompileError(TapeadError):
+    """``ta.jit(..., strict=True)``: a fused part of a recording has no native
+    kernel (its operations have no C lowering that gives numpy's bits here, or
+    no C compiler was found)."""

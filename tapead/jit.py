@@ -509,7 +509,7 @@ def jit(fun: Callable, static_argnums: Union[int, Sequence[int]] = (),
         ``False`` (or ``TAPEAD_NATIVE=0``), groups keep numpy's loops.
         ``f.compile(*args)`` compiles at once; ``f.lower(*args)`` shows the C.
     strict : bool
-        ``f.compile(...)`` raises ``NativeCompileError`` (naming the
+        ``f.compile(...)`` raises ``tapead.errors.NativeCompileError`` (naming the
         operations) when a fused group cannot get native code, instead of
         keeping numpy's loops for it.
 

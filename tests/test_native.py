@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 import tapead as ta
 import tapead.numpy as tnp
 from tapead.compiler import native, compiled
-from tapead.compiler.compiled import NativeCompileError
+from tapead.errors import NativeCompileError
 
 from test_fusion import _ins, run
 

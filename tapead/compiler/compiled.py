@@ -14,7 +14,7 @@ import time
 from typing import Optional, Sequence
 
 from tapead.compiler import fusion, native
-from tapead.errors import TapeadError
+from tapead.errors import NativeCompileError
 
 __all__ = ["Compilation", "COMPILE_AFTER", "NativeCompileError"]
 
@@ -23,10 +23,6 @@ COMPILE_AFTER = 2          # replays of a signature before its kernels are compi
 
 def _native_on() -> bool:
     return native.enabled()
-
-
-class NativeCompileError(TapeadError):
-    """``ta.jit(..., strict=True)``: a fused part of a recording has no native kernel."""
 
 
 class Compilation:
