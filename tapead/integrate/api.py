@@ -27,7 +27,7 @@ from tapead.tree_util import leaf_shapes, pack_leaves
 
 __all__ = ["odeint", "solve_ivp"]
 
-_ADJOINTS = ("auto", "backsolve", "checkpointed")
+_ADJOINTS = ("auto", "forward", "backsolve", "checkpointed")
 
 
 def _is_float_leaf(x):

@@ -54,7 +54,7 @@ class Settings(NamedTuple):
     hmax: float                 # scipy.integrate.odeint's hmax (0: no bound)
     max_step: float             # the largest step of every solve (inf: no bound)
     options: tuple              # further solve_ivp options of the primal solve, (name, value)
-    adjoint: str                # "auto", "backsolve" or "checkpointed"
+    adjoint: str                # "auto", "forward", "backsolve" or "checkpointed"
 
 
 class Problem:
@@ -351,12 +351,15 @@ class TangentProblem(Problem):
 
 
 class TangentEvaluator(Evaluator):
-    """The tangent system at plain values from its base's ``jvp``."""
+    """The tangent system at plain values from its base's ``jvp`` (for the
+    user's function: its kernel's ``tangent_fun``, one replay and one sweep
+    per call)."""
 
     def __init__(self, problem, q):
         super().__init__(problem, q)
         self.base_at = problem.base.at(self.p[:problem.base.p])
         self.Pd = self.p[problem.base.p:].reshape(problem.K, problem.base.p)
+        self.fast = None
 
     def __enter__(self):
         self.base_at.__enter__()
@@ -367,19 +370,44 @@ class TangentEvaluator(Evaluator):
 
     def f(self, u, t):
         self.nfev += 1
+        fast = self.fast
+        if fast is not None:
+            return fast(u, t)
+        base_at = self.base_at
+        if type(base_at) is UserEvaluator:
+            self.fast = base_at.problem.kernel.tangent_fun(base_at.p, self.Pd)
+            return self.fast(u, t)
         nb, K = self.problem.base.n, self.problem.K
-        f, T = self.base_at.jvp(u[:nb], t, u[nb:].reshape(K, nb), self.Pd)
+        f, T = base_at.jvp(u[:nb], t, u[nb:].reshape(K, nb), self.Pd)
         return np.concatenate([f, T.ravel()])
 
 
+#: reverse mode integrates forward sensitivities instead of the adjoint system
+#: when the solve has at most this many inputs (states + parameters), under
+#: ``adjoint="auto"``: one forward solve of the state with ``n + P`` tangent
+#: directions then costs less than the backward solves of the adjoint system,
+#: which restart at every output time (see ``adjoint_mode``)
+FORWARD_INPUTS_MAX = 32
+
+
 def adjoint_mode(problem: Problem, stiff: Optional[bool]) -> str:
-    """``"backsolve"`` (integrate the state back with the adjoint, as JAX) or
-    ``"checkpointed"`` (re-solve the state forward from the output before,
-    with dense output, and integrate only the adjoint back: stable for stiff
-    problems, whose state cannot be integrated backwards)."""
+    """How reverse mode differentiates a solve of ``problem``:
+
+    * ``"forward"``: forward sensitivities ``S(t_i) = dy(t_i)/d(y0, p)`` for
+      every input at once (one solve of the state with ``n + P`` tangent
+      directions), contracted with the cotangent of the outputs; under
+      ``"auto"`` when ``n + P <= FORWARD_INPUTS_MAX``;
+    * ``"backsolve"``: the adjoint system integrated back between output
+      times with the state (as JAX);
+    * ``"checkpointed"``: the adjoint integrated back along the state
+      re-solved forward from the output before, with dense output (stable
+      for stiff problems, whose state cannot be integrated backwards); under
+      ``"auto"`` for BDF, Radau and a solve LSODA found stiff."""
     mode = problem.settings.adjoint
     if mode != "auto":
         return mode
+    if problem.n + problem.p <= FORWARD_INPUTS_MAX:
+        return "forward"
     method = problem.settings.method
     if method in STIFF_METHODS:
         return "checkpointed"
