@@ -245,6 +245,25 @@ def test_forward_sensitivities_and_adjoint_agree_over_many_output_times():
     assert _rel(gs["forward"][:3], fd) < 1e-6
 
 
+def test_a_traced_initial_state_adds_its_directions():
+    """With y0 untraced the sensitivities are those of the 12 parameters only;
+    with y0 traced, of all 15 inputs: the same parameter cotangents (to the
+    tolerance) and y0's agreeing with the adjoint's."""
+    t = np.linspace(0.0, 30.0, 200)
+    data = odeint(lotka_volterra, Y3, t, R * 1.05, A3 * 0.95, rtol=1e-13, atol=1e-13)
+
+    def loss(y0, r, A, adjoint="auto"):
+        ys = odeint(lotka_volterra, y0, t, r, A, adjoint=adjoint, **TIGHT)
+        return tnp.sum((ys - data) ** 2)
+    g_fixed = ta.grad(loss, argnums=(1, 2))(Y3, R, A3)
+    g_all = ta.grad(loss, argnums=(0, 1, 2))(Y3, R, A3)
+    g_adj = ta.grad(loss, argnums=(0, 1, 2))(Y3, R, A3, "backsolve")
+    for a, b in zip(g_fixed, g_all[1:]):
+        assert _rel(a, b) < 1e-9
+    for a, b in zip(g_all, g_adj):
+        assert _rel(a, b) < 1e-9
+
+
 # ---------------------------------------------------------------------------
 # second derivatives
 # ---------------------------------------------------------------------------
@@ -631,17 +650,20 @@ def test_the_jacobian_tape_records_again_when_a_branch_flips():
 
 
 def test_the_size_rule_chooses_the_reverse_pass():
-    """Forward sensitivities up to FORWARD_INPUTS_MAX inputs (states and
-    parameters), the adjoint system beyond; a forced mode is kept."""
-    small, _ = _kernel(lotka_volterra, (3,), (R, A3))
-    assert problems.adjoint_mode(small, None) == "forward"
-    n = problems.FORWARD_INPUTS_MAX                      # n states + 1 parameter
-    big, _ = _kernel(lambda y, t, k: -k * y, (n,), (0.7,))
-    assert problems.adjoint_mode(big, False) == "backsolve"
-    assert problems.adjoint_mode(big, True) == "checkpointed"
-    forced = big.settings._replace(adjoint="forward")
-    big.settings = forced
-    assert problems.adjoint_mode(big, False) == "forward"
+    """Forward sensitivities while their n (n + P) number is small against
+    FORWARD_WORK_MIN or the output intervals (and below FORWARD_WORK_MAX), the
+    adjoint system beyond; a forced mode is kept."""
+    small, _ = _kernel(lotka_volterra, (3,), (R, A3))       # 3 * 15 sensitivities
+    assert problems.adjoint_mode(small, None, 2) == "forward"
+    big, _ = _kernel(lambda y, t, k: -k * y, (20,), (0.7,))  # 20 * 21 = 420
+    assert problems.adjoint_mode(big, False, 20) == "backsolve"
+    assert problems.adjoint_mode(big, True, 20) == "checkpointed"
+    assert problems.adjoint_mode(big, False, 43) == "forward"   # 420 <= 10 * 42
+    assert problems.adjoint_mode(big, False, 42) == "backsolve"
+    huge, _ = _kernel(lambda y, t, k: -k * y, (64,), (0.7,))  # 64 * 65 > 4000
+    assert problems.adjoint_mode(huge, False, 10 ** 6) == "backsolve"
+    big.settings = big.settings._replace(adjoint="forward")
+    assert problems.adjoint_mode(big, False, 20) == "forward"
 
 
 def test_a_large_problems_gradient_by_either_reverse_pass():

@@ -245,8 +245,9 @@ class RhsKernel:
         n, K = self.n, Pdot.shape[0]
         general = self.tangent_rhs         # records the tapes at its first call
         dot, ndarray = np.dot, np.ndarray
-        shape = (n, n + self.p + 1)
+        shape, Y_shape = (n, n + self.p + 1), (K, n)
         zeros = self.zeros_n
+        ZY = Z[1:, :n]                     # where Y goes
 
         def fun(u, t):
             tape = self.jtape
@@ -264,7 +265,7 @@ class RhsKernel:
             r = tape.backward(self.jout, self.one, self.jwrt, dense=True)
             if type(r) is not ndarray:
                 return general(u, t, p, p_list, Z)
-            Z[1:, :n] = u[n:].reshape(K, n)
+            ZY[...] = u[n:].reshape(Y_shape)
             return dot(Z, r.reshape(shape).T).ravel()
         return fun
 

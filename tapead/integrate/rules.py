@@ -5,8 +5,8 @@ flat parameters) and ``ts`` (N,) the output times, strictly increasing; its
 value is the solution at those times, ``(N, n)``.  The problem (the
 right-hand side, its shapes, the integrator and tolerances) is a parameter.
 
-* **VJP** (reverse mode), for a small problem (``n + P`` at most
-  ``problems.FORWARD_INPUTS_MAX``, or ``adjoint="forward"``): forward
+* **VJP** (reverse mode), for a small problem (the size rule of
+  ``problems.adjoint_mode``, or ``adjoint="forward"``): forward
   sensitivities.  One solve of the tangent system with the ``n + P`` unit
   directions gives ``S(t_i) = dy(t_i)/dw`` at every output time, and the
   cotangent of ``w`` is ``sum_i g_i^T S(t_i)`` (the sensitivities are kept
@@ -58,7 +58,7 @@ def _any_box(*xs):
     return any(isinstance(x, Box) for x in xs)
 
 
-def _impl(w, ts, *, problem, cache, t_bound=None, hint=None, steps=None):
+def _impl(w, ts, *, problem, cache, t_bound=None, hint=None, steps=None, y0_fixed=False):
     dtype = np.result_type(w)
     w = np.asarray(w, dtype=np.float64)
     ts = np.asarray(ts, dtype=np.float64)
@@ -92,11 +92,12 @@ def solve_node(problem, w, ts, **params):
 # reverse mode: the adjoint method
 # ---------------------------------------------------------------------------
 
-def _vjp(k, g, ans, w, ts, *, problem, cache, t_bound=None, hint=None, steps=None):
+def _vjp(k, g, ans, w, ts, *, problem, cache, t_bound=None, hint=None, steps=None,
+         y0_fixed=False):
     if hint is not None:
         raise NonDifferentiableError(_CHECKPOINTED_AGAIN)
     if cache.get("key") != id(g):
-        cache["adjoint"] = _adjoint(problem, g, ans, w, ts, cache, t_bound)
+        cache["adjoint"] = _adjoint(problem, g, ans, w, ts, cache, t_bound, y0_fixed)
         cache["key"], cache["g"] = id(g), g         # g kept alive: its id stays unique
         cache.pop("t_ct", None)
     lam, mu = cache["adjoint"]
@@ -108,12 +109,13 @@ def _vjp(k, g, ans, w, ts, *, problem, cache, t_bound=None, hint=None, steps=Non
     return cache["t_ct"]
 
 
-def _adjoint(problem, g, ans, w, ts, cache, t_bound=None):
-    """``(lam0, mu)``: the cotangents of ``y0`` and of ``p``."""
+def _adjoint(problem, g, ans, w, ts, cache, t_bound=None, y0_fixed=False):
+    """``(lam0, mu)``: the cotangents of ``y0`` and of ``p`` (``y0_fixed``:
+    neither ``y0`` nor the times are traced, so ``lam0`` goes nowhere)."""
     n, N = problem.n, np.shape(_core.concrete(ts))[0]
-    mode = adjoint_mode(problem, cache.get("stiff"))
+    mode = adjoint_mode(problem, cache.get("stiff"), N)
     if mode == "forward":
-        return _forward_cotangents(problem, g, w, ts, cache, t_bound)
+        return _forward_cotangents(problem, g, w, ts, cache, t_bound, y0_fixed)
     if not _any_box(g, ans, w, ts):
         g = np.asarray(g, dtype=np.float64)
         w = np.asarray(w, dtype=np.float64)
@@ -141,15 +143,17 @@ def _adjoint(problem, g, ans, w, ts, cache, t_bound=None):
     return lam, mu
 
 
-def _forward_cotangents(problem, g, w, ts, cache, t_bound):
+def _forward_cotangents(problem, g, w, ts, cache, t_bound, y0_fixed=False):
     """``(lam0, mu)`` from forward sensitivities: ``S(t_i) = dy(t_i)/dw`` for
-    all ``n + P`` inputs ``w = [y0, p]`` in one solve of the tangent system,
+    all ``n + P`` inputs ``w = [y0, p]`` (only the ``P`` parameters when
+    ``y0_fixed``; ``lam0`` is zero then) in one solve of the tangent system,
     then ``ct = sum_i g_i^T S(t_i)``.  On plain values the sensitivities are
     kept in the node's cache (a ``jacrev`` pulls back several cotangents)."""
     n, P = problem.n, problem.p
     N = np.shape(_core.concrete(ts))[0]
-    K = n + P                      # S(t_i)[k] = dy(t_i)/dw_k
-    Y0, Pd = np.eye(K, n), np.eye(K, P, -n)        # the unit directions of y0, of p
+    m = 0 if y0_fixed else n       # the directions of y0
+    K = m + P                      # S(t_i)[k] = dy(t_i)/dw_k
+    Y0, Pd = np.eye(K, n) * (m > 0), np.eye(K, P, -m)    # unit directions: y0, then p
     if not _any_box(g, w, ts):
         w = np.asarray(w, dtype=np.float64)
         ts = np.asarray(ts, dtype=np.float64)
@@ -163,6 +167,8 @@ def _forward_cotangents(problem, g, w, ts, cache, t_bound):
     else:
         sens = _tangent_solve(problem, w, ts, Y0, Pd, t_bound)          # (K, N, n)
         ct = tnp.sum(sens * tnp.reshape(g, (1, N, n)), axis=(1, 2))
+    if y0_fixed:
+        return np.zeros(n), ct
     return ct[:n], ct[n:]
 
 
@@ -231,7 +237,8 @@ def _tangents(problem, ans, w, ts, tw, tts, K, t_bound):
     return out if isinstance(out, Box) else np.asarray(out, dtype=np.result_type(ans))
 
 
-def _jvp(k, t, ans, w, ts, *, problem, cache, t_bound=None, hint=None, steps=None):
+def _jvp(k, t, ans, w, ts, *, problem, cache, t_bound=None, hint=None, steps=None,
+         y0_fixed=False):
     if hint is not None:
         raise NonDifferentiableError(_CHECKPOINTED_AGAIN)
     if k == 0:
