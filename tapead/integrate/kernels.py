@@ -21,6 +21,12 @@ the adjoint of ``lam`` is ``f`` itself.  Three ways to record, tried in turn:
    cannot be recorded: they read traced values as numbers, run a transform
    inside, or keep flipping their recorded branches).
 
+The tangent system (forward sensitivities, also reverse mode's for small
+solves) needs the whole Jacobian ``df/d(y, p)`` at each call: a second
+tape holds the function once per state element on copies of the inputs,
+``sum_i (1 + c_i) f_i(y^(i), t, p^(i))``, so that one replay and one sweep
+give every row of it and ``f`` (``tangent_fun``, ``_record_jacobian``).
+
 A recording is checked once against ``ta.vjp`` at the point where it was
 made (values and derivatives agree to rounding) before it is used; one that
 disagrees is dropped for the next way.  A replay whose recorded branch
