@@ -27,7 +27,7 @@ from tapead.tree_util import leaf_shapes, pack_leaves
 
 __all__ = ["odeint", "solve_ivp"]
 
-_ADJOINTS = ("auto", "backsolve", "checkpointed")
+_ADJOINTS = ("auto", "forward", "backsolve", "checkpointed")
 
 
 def _is_float_leaf(x):
@@ -138,7 +138,9 @@ def _integrate(name, func, y0, ts, args, settings, t_bound=None):
         return ys.reshape((N,) + y_shape).astype(dtype, copy=False), info
     w = pack_leaves([y0] + diff)
     info = {}
-    ys = solve_node(problem, w, ts, t_bound=t_bound, cache=info)
+    # an untraced y0 at untraced times: the reverse pass needs no cotangent of y0
+    ys = solve_node(problem, w, ts, t_bound=t_bound, cache=info,
+                    y0_fixed=not (isinstance(y0, Box) or isinstance(ts, Box)))
     ys = tnp.reshape(ys, (N,) + y_shape)
     if np.result_type(_core.lanes_of(ys)) != dtype:
         ys = astype(ys, dtype)
@@ -147,15 +149,17 @@ def _integrate(name, func, y0, ts, args, settings, t_bound=None):
 
 def odeint(func, y0, t, *args, rtol=None, atol=None, mxstep=0, hmax=0.0, method="LSODA",
            adjoint="auto", **scipy_kwargs):
-    """Integrate ``dy/dt = func(y, t, *args)``, differentiable (adjoint method).
+    """Integrate ``dy/dt = func(y, t, *args)``, differentiable.
 
     ``scipy.integrate.odeint``'s calling convention; the arguments to
     differentiate may be traced: the initial state ``y0``, the output times
     ``t``, the float leaves of ``args`` (arrays or pytrees of floats) and
     traced values that ``func`` closes over.  Reverse mode (``ta.grad``,
-    ``ta.vjp``, ``ta.jacrev``) integrates the adjoint system backwards
-    between output times; forward mode (``ta.jvp``, ``ta.jacfwd``) integrates
-    the forward sensitivities with the state; both compose for second
+    ``ta.vjp``, ``ta.jacrev``) integrates, for a small problem, the forward
+    sensitivities of every input with the state (one solve) and contracts
+    them with the cotangent, else the adjoint system backwards between
+    output times; forward mode (``ta.jvp``, ``ta.jacfwd``) integrates the
+    forward sensitivities with the state; both compose for second
     derivatives (``ta.hessian``, ``ta.hvp``).
 
     Parameters
@@ -184,12 +188,19 @@ def odeint(func, y0, t, *args, rtol=None, atol=None, mxstep=0, hmax=0.0, method=
         ``solve_ivp`` method: ``"RK45"``, ``"RK23"``, ``"DOP853"``, ``"BDF"``,
         ``"Radau"``.
     adjoint : str
-        How the reverse pass gets the state between output times:
-        ``"backsolve"`` integrates it backwards with the adjoint (as JAX);
-        ``"checkpointed"`` re-solves it forwards from the stored output before
-        (dense output) and integrates only the adjoint backwards, which stays
-        stable for stiff problems; ``"auto"`` (default) checkpoints for BDF
-        and Radau and when LSODA found the problem stiff.
+        How reverse mode differentiates the solve: ``"forward"`` solves the
+        state once more with the sensitivities ``dy(t_i)/d(y0, params)`` of
+        all ``n + P`` inputs (``n`` states, ``P`` parameters) and contracts
+        them with the cotangent (no backward solve; stable for stiff problems;
+        its cost grows with ``n (n + P)``); ``"backsolve"`` integrates the
+        adjoint system backwards between output times with the state (as
+        JAX); ``"checkpointed"`` re-solves the state forwards from the stored
+        output before (dense output) and integrates only the adjoint
+        backwards, which stays stable for stiff problems.  ``"auto"``
+        (default): ``"forward"`` for a small solve (``n (n + P)`` at most
+        ``max(200, 10 (len(t) - 1))`` and at most 4000), else checkpointed for
+        BDF and Radau and when LSODA found the problem stiff, else
+        backsolve.
 
     Returns
     -------
@@ -272,7 +283,8 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     args : tuple
         Extra arguments of ``fun``.
     adjoint : str
-        As in :func:`tapead.scipy.integrate.odeint`; ``"auto"`` checkpoints for
+        As in :func:`tapead.scipy.integrate.odeint`; ``"auto"`` uses forward
+        sensitivities for a small solve (the same rule), else checkpoints for
         LSODA, BDF and Radau.
     **options
         ``rtol`` (1e-3), ``atol`` (1e-6), ``max_step``, ``first_step``, ... as

@@ -21,6 +21,12 @@ the adjoint of ``lam`` is ``f`` itself.  Three ways to record, tried in turn:
    cannot be recorded: they read traced values as numbers, run a transform
    inside, or keep flipping their recorded branches).
 
+The tangent system (forward sensitivities, also reverse mode's for small
+solves) needs the whole Jacobian ``df/d(y, p)`` at each call: a second
+tape holds the function once per state element on copies of the inputs,
+``sum_i (1 + c_i) f_i(y^(i), t, p^(i))``, so that one replay and one sweep
+give every row of it and ``f`` (``tangent_fun``, ``_record_jacobian``).
+
 A recording is checked once against ``ta.vjp`` at the point where it was
 made (values and derivatives agree to rounding) before it is used; one that
 disagrees is dropped for the next way.  A replay whose recorded branch
@@ -85,6 +91,12 @@ def rhs_vjp(rhs, y, t, p, lam, n_params):
     return out, gy, gp
 
 
+def _close(a, b):
+    """``a`` equals ``b`` to rounding (relative to ``b``'s largest entry)."""
+    scale = 1.0 + (float(np.max(np.abs(b))) if b.size else 0.0)
+    return a.shape == b.shape and bool(np.all(np.abs(a - b) <= 1e-12 * scale))
+
+
 def _object_array(items, shape):
     """A numpy object array of ``shape`` holding ``items`` (a 0-d shape: the item)."""
     if shape == ():
@@ -138,6 +150,8 @@ class RhsKernel:
         self.mode = None
         self.tape = None
         self.flipped = 0
+        self.jtape, self.jtape_ok = None, True     # the Jacobian tape (tangent_rhs)
+        self.zeros_n = [0.0] * self.n
 
     # -- public: f, VJP, Jacobian ----------------------------------------
     def vjp(self, y, t, p, lam):
@@ -182,6 +196,173 @@ class RhsKernel:
             return out
         f, gy, gp = self.vjp(z[:n], t, p, z[n:2 * n])
         return np.concatenate([-f, gy, gp])
+
+    def tangent_rhs(self, u, t, p, p_list, Z):
+        """``[f, T]`` for ``u = [y, Y]`` (``Y``: ``K`` rows of ``n``): the tangent
+        system's right-hand side, ``T[k] = df/dy Y[k] + df/dp Pdot[k]``.  ``Z``
+        is a ``(1 + K, n + P + 1)`` work array (``tangent_work``) holding
+        ``Pdot``; ``p_list`` is ``p`` as a list.  On a scalar recording ``f``
+        and the Jacobian ``J = df/d(y, p)`` come from one replay and one
+        reverse sweep of the Jacobian tape (``_record_jacobian``), then
+        ``[f; T] = Z [J, f]^T`` in one product."""
+        n, P = self.n, self.p
+        K = Z.shape[0] - 1
+        Y = u[n:].reshape(K, n)
+        if self.mode is None:
+            self._choose(u[:n], t, p, np.ones(n))
+        if self.mode != "scalar":
+            f, T = self.jvp(u[:n], t, p, Y, Z[1:, n:n + P])
+            return np.concatenate([f, T.ravel()])
+        if self.jtape is None and self.jtape_ok:
+            self.jtape_ok = self._record_jacobian(u[:n], t, p)
+        if self.jtape is not None:
+            vals = u[:n].tolist()
+            vals.append(t)
+            vals.extend(p_list)
+            vals *= n
+            vals.extend(self.zeros_n)
+            tape = self.jtape
+            try:
+                tape.replay(vals)
+            except GuardFlippedError:
+                self.jtape = None              # record again here (or stop trying)
+                self.flipped += 1
+                self.jtape_ok = self.flipped <= REPLAYS_FLIPPED_MAX
+                return self.tangent_rhs(u, t, p, p_list, Z)
+            r = tape.backward(self.jout, self.one, self.jwrt, dense=True)
+            if type(r) is not np.ndarray:     # a tape with object nodes: a list
+                r = np.array([0.0 if v is None else v for v in r], dtype=np.float64)
+            Jf = r.reshape(n, n + P + 1)       # row i: [df_i/dy, df_i/dp, f_i]
+        else:
+            f, J = self._jacobian_rows(u[:n], t, p, p_list)
+            if J is None:                      # a flipped guard turned the kernel eager
+                return self.tangent_rhs(u, t, p, p_list, Z)
+            Jf = np.concatenate([J, f[:, None]], axis=1)
+        # [f; T] = Z Jf^T with Z = [[0, 0, 1], [Y, Pdot, 0]]
+        Z[1:, :n] = Y
+        return np.dot(Z, Jf.T).ravel()
+
+    def tangent_fun(self, p, Pdot):
+        """``fun(u, t)``: ``tangent_rhs`` at the parameters ``p`` and parameter
+        tangents ``Pdot`` (K, P), as one function for scipy to call: the
+        Jacobian tape's replay and sweep with everything else bound once."""
+        p = np.asarray(p, dtype=np.float64)
+        p_list, Z = p.tolist(), self.tangent_work(Pdot)
+        n, K = self.n, Pdot.shape[0]
+        general = self.tangent_rhs         # records the tapes at its first call
+        dot, ndarray = np.dot, np.ndarray
+        shape, Y_shape = (n, n + self.p + 1), (K, n)
+        zeros = self.zeros_n
+        ZY = Z[1:, :n]                     # where Y goes
+
+        def fun(u, t):
+            tape = self.jtape
+            if tape is None:
+                return general(u, t, p, p_list, Z)
+            vals = u[:n].tolist()
+            vals.append(t)
+            vals.extend(p_list)
+            vals *= n
+            vals.extend(zeros)
+            try:
+                tape.replay(vals)
+            except GuardFlippedError:
+                return general(u, t, p, p_list, Z)
+            r = tape.backward(self.jout, self.one, self.jwrt, dense=True)
+            if type(r) is not ndarray:
+                return general(u, t, p, p_list, Z)
+            ZY[...] = u[n:].reshape(Y_shape)
+            return dot(Z, r.reshape(shape).T).ravel()
+        return fun
+
+    def tangent_work(self, Pdot):
+        """The work array of ``tangent_rhs`` for the parameter tangents
+        ``Pdot`` (K, P): ``[[0, 0, 1], [Y, Pdot, 0]]``, ``(1 + K, n + P + 1)``."""
+        K, n, P = Pdot.shape[0], self.n, self.p
+        Z = np.zeros((1 + K, n + P + 1))
+        Z[0, -1] = 1.0
+        Z[1:, n:n + P] = Pdot
+        return Z
+
+    def _jacobian_rows(self, y, t, p, p_list):
+        """``(f, J)`` from the scalar recording: one replay and ``n`` reverse
+        sweeps, one per element of ``f`` (``J`` None: the kernel turned eager)."""
+        n = self.n
+        vals = y.tolist()
+        vals.append(t)
+        vals.extend(p_list)
+        vals.extend(self.zeros_n)
+        tape = self.tape
+        try:
+            tape.replay(vals)
+        except GuardFlippedError:
+            self._rerecord(y, t, p, np.zeros(n))
+            if self.mode != "scalar":
+                return None, None
+            return self._jacobian_rows(y, t, p, p_list)
+        J, one, jac_ids = np.zeros((n, n + self.p)), self.one, self.jac_ids
+        f = np.empty(n)
+        for i, (node, const) in enumerate(self.elems):
+            if node < 0:
+                f[i] = const           # a constant element: its row of J is zero
+            else:
+                f[i] = tape.value(node)
+                row = tape.backward([node], one, jac_ids, dense=True)
+                J[i] = [0.0 if v is None else v for v in row] if type(row) is not \
+                    np.ndarray else row
+        return f, J
+
+    def _record_jacobian(self, y, t, p):
+        """Record ``sum_i (1 + c_i) f_i(y^(i), t^(i), p^(i))`` on ``n`` copies of
+        the inputs (copy ``i`` contributes element ``i``) and ``n`` inputs
+        ``c_i``, replayed at ``c = 0``: one reverse sweep of this tape gives
+        every row of the Jacobian, ``df_i/d(y^(i), p^(i))``, and ``f`` itself
+        (the adjoints of ``c``).
+        False when the function cannot be recorded so or the Jacobian
+        disagrees with the row-by-row sweeps of the scalar recording here."""
+        n, P = self.n, self.p
+        w = n + 1 + P
+        tape = Tape()
+        started = _core.traces_started()
+        try:
+            xs = tape.input_many((y.tolist() + [float(t)] + p.tolist()) * n + [0.0] * n)
+            s, elems = None, []
+            for i in range(n):
+                blk = xs[i * w:(i + 1) * w]
+                leaves, off = [], n + 1
+                for sh in self.p_shapes:
+                    m = int(np.prod(sh, dtype=np.int64))
+                    leaves.append(_object_array(blk[off:off + m], sh))
+                    off += m
+                e = _elements(self.call(_object_array(blk[:n], self.y_shape), blk[n],
+                                        leaves), self.y_shape, n)[i]
+                elems.append(e)
+                s = e if s is None else s + e
+            for i, e in enumerate(elems):      # c_i = 0: the adjoint of c_i is f_i
+                s = s + xs[n * w + i] * e
+        except Exception:            # noqa: BLE001  (the row-by-row sweeps stay)
+            return False
+        finally:
+            tape.active = False
+        if (_core.traces_started() - started > 1 or tape.values_read
+                or not (type(s) is Tracer and s.tape is tape)):
+            return False
+        self.jtape, self.jout = tape, [s.idx]
+        self.jwrt = [xs[k].idx for i in range(n)      # row i: y^(i), p^(i), c_i
+                     for k in list(range(i * w, i * w + n)) +
+                     list(range(i * w + n + 1, (i + 1) * w)) + [n * w + i]]
+        self.jtape_ok = False              # no second recording while checking this one
+        try:                               # the unit directions: T = J^T
+            got = self.tangent_rhs(np.concatenate([y, np.eye(n + P, n).ravel()]), t, p,
+                                   p.tolist(), self.tangent_work(np.eye(n + P, P, -n)))
+        except Exception:            # noqa: BLE001  (a recording that cannot replay)
+            got = None
+        f, J = self._jacobian_rows(y, t, p, p.tolist())
+        if got is None or J is None or not _close(got[:n], f) or \
+                not _close(got[n:].reshape(n + P, n), J.T):
+            self.jtape = None
+            return False
+        return True
 
     def jvp(self, y, t, p, Y, Pdot):
         """``(f, T)``: ``T[k] = df/dy Y[k] + df/dp Pdot[k]`` for the ``K`` rows of
@@ -308,6 +489,7 @@ class RhsKernel:
         self.out_list, self.one = [s.idx], [1.0]
         n, P = self.n, self.p
         self.adjoint_order = ids[n + 1 + P:] + ids[:n] + ids[n + 1:n + 1 + P]
+        self.jac_ids = ids[:n] + ids[n + 1:n + 1 + P]
         return True
 
     def _agrees(self, y, t, p, lam):

@@ -5,7 +5,15 @@ flat parameters) and ``ts`` (N,) the output times, strictly increasing; its
 value is the solution at those times, ``(N, n)``.  The problem (the
 right-hand side, its shapes, the integrator and tolerances) is a parameter.
 
-* **VJP** (reverse mode): the adjoint method.  From the last output time to
+* **VJP** (reverse mode), for a small problem (the size rule of
+  ``problems.adjoint_mode``, or ``adjoint="forward"``): forward
+  sensitivities.  One solve of the tangent system with the ``n + P`` unit
+  directions gives ``S(t_i) = dy(t_i)/dw`` at every output time, and the
+  cotangent of ``w`` is ``sum_i g_i^T S(t_i)`` (the sensitivities are kept
+  for the node's further cotangents, as ``jacrev`` pulls back).  On traced
+  values the tangent solve is an ``odeint_p`` node of its own, so second
+  derivatives differentiate it again.
+* **VJP** otherwise: the adjoint method.  From the last output time to
   the first, the adjoint system of the problem (``AdjointProblem``) is
   integrated over each interval and the cotangent of the next output is
   added at each output time; the result is the cotangent of ``y0`` and the
@@ -50,7 +58,7 @@ def _any_box(*xs):
     return any(isinstance(x, Box) for x in xs)
 
 
-def _impl(w, ts, *, problem, cache, t_bound=None, hint=None, steps=None):
+def _impl(w, ts, *, problem, cache, t_bound=None, hint=None, steps=None, y0_fixed=False):
     dtype = np.result_type(w)
     w = np.asarray(w, dtype=np.float64)
     ts = np.asarray(ts, dtype=np.float64)
@@ -84,11 +92,12 @@ def solve_node(problem, w, ts, **params):
 # reverse mode: the adjoint method
 # ---------------------------------------------------------------------------
 
-def _vjp(k, g, ans, w, ts, *, problem, cache, t_bound=None, hint=None, steps=None):
+def _vjp(k, g, ans, w, ts, *, problem, cache, t_bound=None, hint=None, steps=None,
+         y0_fixed=False):
     if hint is not None:
         raise NonDifferentiableError(_CHECKPOINTED_AGAIN)
     if cache.get("key") != id(g):
-        cache["adjoint"] = _adjoint(problem, g, ans, w, ts, cache)
+        cache["adjoint"] = _adjoint(problem, g, ans, w, ts, cache, t_bound, y0_fixed)
         cache["key"], cache["g"] = id(g), g         # g kept alive: its id stays unique
         cache.pop("t_ct", None)
     lam, mu = cache["adjoint"]
@@ -100,10 +109,13 @@ def _vjp(k, g, ans, w, ts, *, problem, cache, t_bound=None, hint=None, steps=Non
     return cache["t_ct"]
 
 
-def _adjoint(problem, g, ans, w, ts, cache):
-    """``(lam0, mu)``: the cotangents of ``y0`` and of ``p``."""
+def _adjoint(problem, g, ans, w, ts, cache, t_bound=None, y0_fixed=False):
+    """``(lam0, mu)``: the cotangents of ``y0`` and of ``p`` (``y0_fixed``:
+    neither ``y0`` nor the times are traced, so ``lam0`` goes nowhere)."""
     n, N = problem.n, np.shape(_core.concrete(ts))[0]
-    mode = adjoint_mode(problem, cache.get("stiff"))
+    mode = adjoint_mode(problem, cache.get("stiff"), N)
+    if mode == "forward":
+        return _forward_cotangents(problem, g, w, ts, cache, t_bound, y0_fixed)
     if not _any_box(g, ans, w, ts):
         g = np.asarray(g, dtype=np.float64)
         w = np.asarray(w, dtype=np.float64)
@@ -129,6 +141,35 @@ def _adjoint(problem, g, ans, w, ts, cache):
         lam = z1[n:2 * n] + g[i - 1]
         mu = z1[2 * n:]
     return lam, mu
+
+
+def _forward_cotangents(problem, g, w, ts, cache, t_bound, y0_fixed=False):
+    """``(lam0, mu)`` from forward sensitivities: ``S(t_i) = dy(t_i)/dw`` for
+    all ``n + P`` inputs ``w = [y0, p]`` (only the ``P`` parameters when
+    ``y0_fixed``; ``lam0`` is zero then) in one solve of the tangent system,
+    then ``ct = sum_i g_i^T S(t_i)``.  On plain values the sensitivities are
+    kept in the node's cache (a ``jacrev`` pulls back several cotangents)."""
+    n, P = problem.n, problem.p
+    N = np.shape(_core.concrete(ts))[0]
+    m = 0 if y0_fixed else n       # the directions of y0
+    K = m + P                      # S(t_i)[k] = dy(t_i)/dw_k
+    Y0, Pd = np.eye(K, n) * (m > 0), np.eye(K, P, -m)    # unit directions: y0, then p
+    if not _any_box(g, w, ts):
+        w = np.asarray(w, dtype=np.float64)
+        ts = np.asarray(ts, dtype=np.float64)
+        held = cache.get("sens")           # (w, ts, S): a replayed node has other values
+        if held is not None and np.array_equal(held[0], w) and np.array_equal(held[1], ts):
+            sens = held[2]
+        else:
+            sens = solvers.sensitivities(problem, w[:n], ts, w[n:], Y0, Pd, t_bound)
+            cache["sens"] = (w.copy(), ts.copy(), sens)
+        ct = np.einsum("ikj,ij->k", sens, np.asarray(g, dtype=np.float64))
+    else:
+        sens = _tangent_solve(problem, w, ts, Y0, Pd, t_bound)          # (K, N, n)
+        ct = tnp.sum(sens * tnp.reshape(g, (1, N, n)), axis=(1, 2))
+    if y0_fixed:
+        return np.zeros(n), ct
+    return ct[:n], ct[n:]
 
 
 def _rhs_rows(problem, ys, ts, p, rows):
@@ -196,7 +237,8 @@ def _tangents(problem, ans, w, ts, tw, tts, K, t_bound):
     return out if isinstance(out, Box) else np.asarray(out, dtype=np.result_type(ans))
 
 
-def _jvp(k, t, ans, w, ts, *, problem, cache, t_bound=None, hint=None, steps=None):
+def _jvp(k, t, ans, w, ts, *, problem, cache, t_bound=None, hint=None, steps=None,
+         y0_fixed=False):
     if hint is not None:
         raise NonDifferentiableError(_CHECKPOINTED_AGAIN)
     if k == 0:

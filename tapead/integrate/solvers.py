@@ -21,7 +21,7 @@ import scipy.integrate
 
 from tapead.integrate.problems import ODEINT
 
-__all__ = ["solve", "adjoint_interval", "adjoint_pass"]
+__all__ = ["solve", "sensitivities", "adjoint_interval", "adjoint_pass"]
 
 
 class IntegrationError(RuntimeError):
@@ -91,6 +91,18 @@ def solve(problem, y0, ts, p, t_bound=None, info=None):
         if info is not None:
             info["stiff"], info["nfev"] = stiff, ev.nfev
     return np.ascontiguousarray(ys)
+
+
+def sensitivities(problem, y0, ts, p, Y0, Pd, t_bound=None):
+    """The forward sensitivities ``(N, K, n)`` of ``problem``'s solution at
+    ``ts`` for ``K`` initial tangents ``Y0`` (K, n) and parameter tangents
+    ``Pd`` (K, P): one solve of the tangent system (``TangentProblem``)."""
+    n, K = problem.n, Y0.shape[0]
+    tan = problem.tangent_problem(K)
+    u0 = np.concatenate([y0, np.ravel(Y0)])
+    q = np.concatenate([p, np.ravel(Pd)])
+    us = solve(tan, u0, ts, q, t_bound=t_bound)
+    return us[:, n:].reshape(ts.size, K, n)
 
 
 def adjoint_interval(ev, settings, z0, s0, s1, hint=None, steps=None):
