@@ -237,3 +237,22 @@ def test_a_second_process_loads_the_kernels_from_the_disk_cache(tmp_path):
     assert first[:2] == ["True", "False"] and float(first[2]) > 0
     assert second[:2] == ["True", "True"]
     assert len([p for p in os.listdir(tmp_path / "shared") if p.startswith("plan-")]) == 1
+
+
+@needs_cc
+@pytest.mark.parametrize("n", [native.SPLIT, native.SPLIT + 13, 100001])
+def test_two_threads_change_no_bit(n, monkeypatch, tmp_path):
+    rng = np.random.default_rng(n)
+    x, v = rng.standard_normal(n), rng.standard_normal(n)
+    h = lambda x, v: ta.hvp(_hvp_f, (x,), (v,))             # noqa: E731
+    f = lambda x: (tnp.sum(tnp.sin(x) * x), tnp.cos(x) * x)  # noqa: E731
+    out = {}
+    for threads in ("1", "2"):
+        monkeypatch.setenv("TAPEAD_THREADS", threads)
+        monkeypatch.setenv("TAPEAD_CACHE_DIR", str(tmp_path / threads))
+        jh, jf = ta.jit(h), ta.jit(f)
+        assert jh.compile(x, v).is_native and jf.compile(x).is_native
+        out[threads] = (jh(x * 0.5, v), jf(x * 0.5))
+    _same(out["1"], out["2"])
+    assert out["2"][1][0] == np.sum(np.sin(x * 0.5) * (x * 0.5))
+    _same(out["2"][0], ta.jit(h, native=False)(x * 0.5, v))

@@ -48,7 +48,9 @@ __all__ = ["available", "compiler", "lower_plan", "compile_plan", "NativeLibrary
            "LOWERINGS", "probe", "cache_dir"]
 
 FLAGS = ["-O2", "-ftree-vectorize", "-fno-fast-math", "-ffp-contract=off",
-         "-fno-math-errno", "-fPIC", "-shared"]
+         "-fno-math-errno", "-fPIC", "-shared", "-pthread"]
+
+SPLIT = 32768     # elements from which a kernel runs its two halves on two threads
 
 # ufunc -> (number of inputs, C expression over {0}, {1}).  Each entry is used
 # only where the probe finds numpy's bits.
@@ -82,7 +84,34 @@ LOWERINGS: Dict[np.ufunc, tuple] = {
 _PRELUDE = """\
 #include <math.h>
 #include <stddef.h>
+#include <pthread.h>
 typedef ptrdiff_t npy_intp;
+/* threads a kernel may use (1 or 2): set by tapead when it loads the library */
+int tapead_threads = 1;
+/* one half of a kernel's range, on a thread of its own */
+typedef void (*tapead_part)(char *const *, const npy_intp *, double *, npy_intp, npy_intp,
+                            double *);
+struct tapead_job {
+    tapead_part fn; char *const *base; const npy_intp *step; double *scal;
+    npy_intp a, b; double *acc;
+};
+static void *tapead_run_job(void *p) {
+    struct tapead_job *j = (struct tapead_job *)p;
+    j->fn(j->base, j->step, j->scal, j->a, j->b, j->acc);
+    return NULL;
+}
+/* run fn(a1, b1, acc1) on a second thread and fn(a0, b0, acc0) here; 0 when no
+   thread could be started (nothing was run) */
+static int tapead_two(tapead_part fn, char *const *base, const npy_intp *step, double *scal,
+                      npy_intp a0, npy_intp b0, double *acc0,
+                      npy_intp a1, npy_intp b1, double *acc1) {
+    pthread_t t;
+    struct tapead_job job = {fn, base, step, scal, a1, b1, acc1};
+    if (pthread_create(&t, NULL, tapead_run_job, &job) != 0) return 0;
+    fn(base, step, scal, a0, b0, acc0);
+    pthread_join(t, NULL);
+    return 1;
+}
 /* numpy's maximum/minimum: a NaN in either argument is the result; of two
    equal arguments (0.0 and -0.0), the second */
 static inline double tapead_max(double a, double b) {
@@ -149,6 +178,20 @@ def _compiler_id(cc: str) -> str:
         return _state[key]
 
 
+def threads() -> int:
+    """Threads a kernel of at least ``SPLIT`` elements runs on: 2 where the
+    machine has two cores or more, else 1; ``TAPEAD_THREADS=1`` keeps one.
+    The split is at the top of numpy's pairwise summation, so the bits do not
+    depend on it."""
+    try:
+        asked = int(os.environ.get("TAPEAD_THREADS", "0"))
+    except ValueError:
+        asked = 0
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    return max(1, min(2, asked or cores))
+
+
 def enabled() -> bool:
     """Whether native kernels are on (``TAPEAD_NATIVE=0`` turns them off)."""
     return os.environ.get("TAPEAD_NATIVE", "1") not in ("0", "")
@@ -168,6 +211,7 @@ class NativeLibrary:
         self.lib = ctypes.CDLL(path)
         self.addresses = [ctypes.cast(getattr(self.lib, n), ctypes.c_void_p).value
                           for n in names]
+        ctypes.c_int.in_dll(self.lib, "tapead_threads").value = threads()
         self.compile_seconds = compile_seconds
         self.cached = cached
 
@@ -333,8 +377,8 @@ def _kernel(name: str, group) -> str:
         return _reducing_kernel(name, group)
     arrays = [s for s, k in enumerate(kinds) if k == _SLOT_ARRAY]
     outs = [s for s, k in enumerate(kinds) if k == _SLOT_OUTPUT]
-    lines = [f"void {name}(char *const *base, const npy_intp *step, double *scal,"
-             " npy_intp n) {"]
+    lines = [f"static void {name}_part(char *const *base, const npy_intp *step, double *scal,"
+             " npy_intp lo, npy_intp hi, double *unused) {"]
     for s, k in enumerate(kinds):
         if k == _SLOT_SCALAR:
             lines.append(f"  const double v{s} = scal[{s}];")
@@ -342,7 +386,7 @@ def _kernel(name: str, group) -> str:
     body += [f"o{s}[i] = v{s};" for s in outs]
 
     def loop(read):
-        code = ["    for (npy_intp i = 0; i < n; i++) {"]
+        code = ["    for (npy_intp i = lo; i < hi; i++) {"]
         code += [f"      const double v{s} = {read(s)};" for s in arrays]
         code += [f"      {b}" for b in body]
         code.append("    }")
@@ -362,6 +406,11 @@ def _kernel(name: str, group) -> str:
     else:
         lines += loop(None)
     lines.append("}")
+    lines += [f"void {name}(char *const *base, const npy_intp *step, double *scal, npy_intp n) {{",
+              f"  if (n >= {SPLIT} && tapead_threads > 1 &&",
+              f"      tapead_two({name}_part, base, step, scal, 0, n / 2, NULL, n / 2, n, NULL))",
+              "    return;",
+              f"  {name}_part(base, step, scal, 0, n, NULL);", "}"]
     return "\n".join(lines)
 
 
@@ -398,9 +447,16 @@ def _reducing_kernel(name: str, group) -> str:
               f"  {name}_range(base, step, scal, lo, m2, acc);",
               f"  {name}_range(base, step, scal, lo + m2, m - m2, right);",
               f"  for (int r = 0; r < {R}; r++) acc[r] += right[r];", "}"]
-    lines += [f"void {name}({args}, npy_intp n) {{", f"  double acc[{R}];",
+    # the two halves of the top split are independent sums: on two threads
+    # when large, added as numpy adds them
+    lines += [f"void {name}({args}, npy_intp n) {{", f"  double acc[{R}], right[{R}];",
               f"  for (int r = 0; r < {R}; r++) acc[r] = 0.0;",
-              f"  if (n > 0) {name}_range(base, step, scal, 0, n, acc);"]
+              "  npy_intp n2 = n / 2;", "  n2 -= n2 % 8;",
+              f"  if (n >= {SPLIT} && n > 128 && tapead_threads > 1 &&",
+              f"      tapead_two({name}_range, base, step, scal, 0, n2, acc, n2, n - n2, right)) {{",
+              f"    for (int r = 0; r < {R}; r++) acc[r] += right[r];",
+              "  } else if (n > 0) {",
+              f"    {name}_range(base, step, scal, 0, n, acc);", "  }"]
     lines += [f"  scal[{dst}] = acc[{r}];" for r, (_, dst) in enumerate(sums)]
     lines.append("}")
     return "\n".join(lines)
