@@ -36,6 +36,11 @@ cdef struct ScalarBody:
     Py_ssize_t nout
     const Py_ssize_t *outs
     const double *outc
+    # a compiled step (tapead.compiler.bodies), or NULL: values only, from the
+    # carries and the step's row to the output nodes' val slots; and the
+    # compiled steps from a row on, from carries to carries (revolve's advances)
+    void *native_step
+    void *native_adv
 
 
 cdef class _BodyArrays:
@@ -81,6 +86,8 @@ cdef class _BodyArrays:
         self.body.xcol = <const Py_ssize_t *> _data(self.xcol)
         self.body.outs = <const Py_ssize_t *> _data(self.outs)
         self.body.outc = <const double *> _data(self.outc)
+        self.body.native_step = NULL
+        self.body.native_adv = NULL
 
     cdef int write_params(self, const double[::1] params) except -1:
         """Write the parameters into their input nodes (before the steps run)."""
@@ -108,6 +115,18 @@ cdef void *_data(object arr):
     return <void *> &raw[0]
 
 
+# the functions tapead.compiler.bodies generates for a body (see ScalarLoop.set_native)
+ctypedef void (*_native_step_fn)(const double *carry, const double *xrow,
+                                 double *val) noexcept nogil
+ctypedef void (*_native_adv_fn)(Py_ssize_t T, double *carry, const double *X) noexcept nogil
+ctypedef void (*_native_fwd_fn)(Py_ssize_t T, double *carry, const double *X, double *Y,
+                                double *traj) noexcept nogil
+ctypedef void (*_native_rev_fn)(Py_ssize_t T, const double *traj, const double *X,
+                                const double *GY, double *gc, double *GX) noexcept nogil
+ctypedef void (*_native_adj_fn)(const double *carry, const double *xrow, const double *gy,
+                                double *gc, double *gx) noexcept nogil
+
+
 cdef void _body_step(const ScalarBody *bd, const double *carry, const double *xrow,
                      double *p0, double *p1) noexcept nogil:
     """One step of the body from ``carry`` (nc) and the step's input row
@@ -117,6 +136,9 @@ cdef void _body_step(const ScalarBody *bd, const double *carry, const double *xr
     cdef int o
     cdef double v, d0, d1, y
     cdef double *val = bd.val
+    if p0 == NULL and bd.native_step != NULL:
+        (<_native_step_fn> bd.native_step)(carry, xrow, val)
+        return
     for j in range(bd.nc):
         val[bd.cin[j]] = carry[j]
     for j in range(bd.nx):
@@ -176,7 +198,10 @@ cdef int _revolve_sweep(Py_ssize_t T, Py_ssize_t snaps, const ScalarBody *fwd,
         status = _revolve_next(&st, row)
         if status != _OK or row[0] == _TERMINATE:
             break
-        if row[0] == _ADVANCE:
+        if row[0] == _ADVANCE and fwd.native_adv != NULL and steps == NULL:
+            (<_native_adv_fn> fwd.native_adv)(row[2] - row[1], cur, xs + row_len * row[1])
+            advances[0] += row[2] - row[1]
+        elif row[0] == _ADVANCE:
             for t in range(row[1], row[2]):
                 _body_step(fwd, cur, xs + row_len * (steps[t] if steps != NULL else t),
                            NULL, NULL)
@@ -245,6 +270,21 @@ cdef void _adjoint_turn(void *ctx, Py_ssize_t t, const double *state) noexcept n
     _sweep_step(bd, c.p0, c.p1, c.adj, c.gc, c.gy + c.ny * t, c.ny, c.gx + bd.nx * t)
 
 
+cdef struct _NativeTurn:
+    # ScalarLoop's reversed step, compiled: recompute the step, sweep it back
+    _native_adj_fn adj
+    Py_ssize_t nx, ny
+    const double *xs
+    const double *gy
+    double *gc
+    double *gx
+
+
+cdef void _native_turn(void *ctx, Py_ssize_t t, const double *state) noexcept nogil:
+    cdef _NativeTurn *c = <_NativeTurn *> ctx
+    c.adj(state, c.xs + c.nx * t, c.gy + c.ny * t, c.gc, c.gx + c.nx * t)
+
+
 @cython.final
 cdef class ScalarLoop:
     """The body of a loop as a scalar tape: forward and reverse over T steps.
@@ -264,6 +304,13 @@ cdef class ScalarLoop:
     cdef Py_ssize_t m, k, q
     cdef object p0s, p1s                  # (T, n) partials of the last forward run
     cdef readonly Py_ssize_t steps
+    # compiled forward and reverse loops (set_native), and what they keep
+    cdef _native_fwd_fn nat_fwd
+    cdef _native_rev_fn nat_rev
+    cdef _native_adj_fn nat_adj
+    cdef readonly object native          # the loaded library (kept alive), or None
+    cdef object traj, kept_xs             # the carries entering each step, the rows
+    cdef bint kept_native                 # the last forward kept traj, not partials
 
     def __cinit__(self, Tape body, carry_in, x_in, carry_out, y_out):
         if len(carry_out) != len(carry_in):
@@ -277,6 +324,41 @@ cdef class ScalarLoop:
         self.tape = body
         self.m, self.k, self.q = len(carry_in), len(x_in), len(y_out)
         self.steps = -1
+        self.native = None
+
+    def body_spec(self):
+        """The body as arrays, for the compiler: ``(op, a, b, consts, carry_in,
+        x_in, outs, out_consts)`` -- the tape's opcodes and operands (int32),
+        each node's constant (float64: ``p1``, meaningful for constant ops), the
+        carry and per-step input node ids in order, and the output node ids
+        (carries, then ys; -1 where an output is the constant ``out_consts[j]``)."""
+        cdef Tape tp = self.tape
+        cdef Py_ssize_t i, n = tp.n
+        op, a, b = tp.export_nodes()
+        consts = np.array([tp.p1[i] for i in range(n)], dtype=np.float64)
+        bd = self.arrays
+        nout = self.m + self.q
+        return (op, a, b, consts, [int(bd.cin[j]) for j in range(self.m)],
+                [int(bd.xin[j]) for j in range(self.k)],
+                [int(bd.outs[j]) for j in range(nout)],
+                [float(bd.outc[j]) for j in range(nout)])
+
+    def set_native(self, library, Py_ssize_t step, Py_ssize_t fwd, Py_ssize_t rev,
+                   Py_ssize_t adj, Py_ssize_t adv):
+        """Run the steps through compiled functions (addresses from
+        ``tapead.compiler.bodies``, which generates them from
+        :meth:`body_spec` so that they give the interpreter's bits), keeping
+        ``library`` alive; ``set_native(None, 0, 0, 0, 0, 0)`` returns to the
+        interpreter.  A forward run with ``keep`` then keeps each step's
+        carries instead of its partials, and the reverse recomputes the step."""
+        if library is not None and not (step and fwd and rev and adj and adv):
+            raise ValueError("ScalarLoop.set_native: five function addresses, or none")
+        self.arrays.body.native_step = <void *> step if library is not None else NULL
+        self.arrays.body.native_adv = <void *> adv if library is not None else NULL
+        self.nat_fwd = <_native_fwd_fn> <void *> fwd if library is not None else NULL
+        self.nat_rev = <_native_rev_fn> <void *> rev if library is not None else NULL
+        self.nat_adj = <_native_adj_fn> <void *> adj if library is not None else NULL
+        self.native = library
 
     def forward(self, carry0, xs, bint keep=True):
         """Run ``T = len(xs)`` steps; returns ``(final carry (m,), ys (T, q))``.
@@ -294,15 +376,30 @@ cdef class ScalarLoop:
         carry = np.zeros(max(m, 1), dtype=np.float64)
         carry[:m] = c0
         ys = np.empty((T, q), dtype=np.float64)
-        self.p0s = np.empty((T if keep else 0, n), dtype=np.float64)
-        self.p1s = np.empty((T if keep else 0, n), dtype=np.float64)
         cdef double dummy[1]
         cdef double *c = <double *> _data(carry)
         cdef const double *X = <const double *> _ptr(x_arr, dummy)
         cdef double *Y = <double *> _ptr(ys, dummy)
-        cdef double *P0 = <double *> _ptr(self.p0s, dummy)
-        cdef double *P1 = <double *> _ptr(self.p1s, dummy)
+        cdef double *P0
+        cdef double *P1
+        cdef double *TR
         cdef const ScalarBody *bd = &self.arrays.body
+        if self.nat_fwd != NULL:
+            self.p0s = self.p1s = None
+            self.traj = np.empty((T if keep else 0, max(m, 1)), dtype=np.float64)
+            TR = <double *> _ptr(self.traj, dummy) if keep else NULL
+            with nogil:
+                self.nat_fwd(T, c, X, Y, TR)
+            self.kept_xs = x_arr if keep else None
+            self.kept_native = True
+            self.steps = T if keep else -1
+            return carry[:m], ys
+        self.traj = self.kept_xs = None
+        self.kept_native = False
+        self.p0s = np.empty((T if keep else 0, n), dtype=np.float64)
+        self.p1s = np.empty((T if keep else 0, n), dtype=np.float64)
+        P0 = <double *> _ptr(self.p0s, dummy)
+        P1 = <double *> _ptr(self.p1s, dummy)
         with nogil:
             for t in range(T):
                 _body_step(bd, c, X + k * t, P0 + n * t if keep else NULL,
@@ -349,9 +446,16 @@ cdef class ScalarLoop:
         cdef double *sl = <double *> _data(slots)
         cdef int64_t advances = 0
         cdef int status
+        cdef _NativeTurn nctx
+        nctx.adj, nctx.nx, nctx.ny = self.nat_adj, k, q
+        nctx.xs, nctx.gy, nctx.gc, nctx.gx = ctx.xs, ctx.gy, ctx.gc, ctx.gx
         with nogil:
-            status = _revolve_sweep(T, snaps, ctx.bd, ctx.xs, k, NULL, cur, sl,
-                                    _adjoint_turn, &ctx, &advances)
+            if self.nat_adj != NULL:    # the advances run the native step (_body_step)
+                status = _revolve_sweep(T, snaps, ctx.bd, ctx.xs, k, NULL, cur, sl,
+                                        _native_turn, &nctx, &advances)
+            else:
+                status = _revolve_sweep(T, snaps, ctx.bd, ctx.xs, k, NULL, cur, sl,
+                                        _adjoint_turn, &ctx, &advances)
         if status == _NO_MEMORY:
             raise MemoryError("out of memory while reversing the loop")
         if status != _OK:
@@ -378,9 +482,22 @@ cdef class ScalarLoop:
         cdef double *av = <double *> _data(adj)
         cdef double *GX = <double *> _ptr(gxs, dummy)
         cdef const double *GY = <const double *> _ptr(gy_arr, dummy)
-        cdef const double *P0 = <const double *> _ptr(self.p0s, dummy)
-        cdef const double *P1 = <const double *> _ptr(self.p1s, dummy)
+        cdef const double *P0
+        cdef const double *P1
+        cdef const double *TR
+        cdef const double *KX
         cdef const ScalarBody *bd = &self.arrays.body
+        if self.kept_native:
+            if self.nat_rev == NULL:
+                raise RuntimeError("ScalarLoop.reverse: the compiled forward run was kept "
+                                   "but the compiled reverse is gone; run forward again")
+            TR = <const double *> _ptr(self.traj, dummy)
+            KX = <const double *> _ptr(self.kept_xs, dummy)
+            with nogil:
+                self.nat_rev(T, TR, KX, GY, gc, GX)
+            return gcarry[:m], gxs
+        P0 = <const double *> _ptr(self.p0s, dummy)
+        P1 = <const double *> _ptr(self.p1s, dummy)
         with nogil:
             for t in range(T - 1, -1, -1):
                 _sweep_step(bd, P0 + n * t, P1 + n * t, av, gc, GY + q * t, q, GX + k * t)

@@ -445,7 +445,7 @@ class _Jitted:
             return JitCacheInfo(self._hits, self._misses, self._rerecords,
                                 len(self._cache), self._maxsize,
                                 sum(c.is_native for c in comps),
-                                float(sum(c.library.compile_seconds for c in comps if c.is_native)))
+                                float(sum(c.compile_seconds for c in comps)))
 
     def clear_cache(self) -> None:
         """Drop every recording (the next call records again)."""

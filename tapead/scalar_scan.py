@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from tapead import _core
-from tapead._core import Box, Tape, Tracer
+from tapead._core import Box, Dual, Tape, Tracer
 from tapead._prims.base import PER_LANE, Primitive
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead._prims.shape import concatenate, getitem, reshape, stack
@@ -30,13 +30,19 @@ from tapead.tree_util import pack_leaves
 __all__ = ["scan_scalar"]
 
 
-def _unboxed_float(x, tape):
-    """The float inside ``x`` (plain or a tracer of ``tape`` holding a plain
-    float), or None."""
-    if type(x) is Tracer:
-        if x.tape is not tape:
-            return None
+def _inner(x, tape):
+    """The plain value inside ``x``: ``x`` itself for a constant; for a tracer
+    (of ``tape``, or of a transform around it: ``ta.jit``'s recording, a dual
+    number of ``jvp``) the value under every tape and forward level; None
+    for a batched value (vmap runs such a loop lane by lane)."""
+    while type(x) is Tracer or type(x) is Dual:
         x = _core.primal_of(x)
+    return None if isinstance(x, Box) else x
+
+
+def _unboxed_float(x, tape):
+    """The float inside ``x`` (plain, or traced holding a float), or None."""
+    x = _inner(x, tape)
     if type(x) is float or type(x) is np.float64:
         return float(x)
     if type(x) is np.ndarray and x.shape == () and x.dtype == np.float64:
@@ -45,10 +51,7 @@ def _unboxed_float(x, tape):
 
 
 def _unboxed_column(x, tape, T):
-    if type(x) is Tracer:
-        if x.tape is not tape:
-            return None
-        x = _core.primal_of(x)
+    x = _inner(x, tape)
     if type(x) is np.ndarray and x.dtype == np.float64 and x.shape == (T,):
         return x
     return None
@@ -121,6 +124,7 @@ def _columns(vals, m, reverse):
 def _scan_scalar_impl(*vals, loop, m, T, q, reverse, f, plain, c_tree, x_tree, s, cache):
     carry, ys = loop.forward(np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse),
                              keep=s is None)
+    cache["forward"] = vals if s is None else None    # what loop.reverse would reverse
     if reverse:
         ys = ys[::-1]
     return np.concatenate([carry, ys.ravel()])
@@ -141,25 +145,48 @@ def _eager_flat(f, plain, c_tree, x_tree, m, reverse):
     return run
 
 
+def _numeric_cts(g, vals, loop, m, T, q, reverse, s, cache):
+    """The cotangents of carry0 (m floats) and of the xs columns (k arrays of
+    T) from the flat output cotangent ``g``, in C.  The reverse sweep reads the
+    partials the last forward run kept: when that run was not at ``vals`` (a
+    loop object shared by vmap's lanes) the forward runs again first."""
+    g = np.asarray(g, dtype=np.float64)
+    gys = g[m:].reshape(T, q)
+    if reverse:
+        gys = gys[::-1]
+    if s is None:
+        last = cache.get("forward")
+        if last is None or len(last) != len(vals) or \
+                not all(a is b for a, b in zip(last, vals)):
+            _scan_scalar_impl(*vals, loop=loop, m=m, T=T, q=q, reverse=reverse, f=None,
+                              plain=None, c_tree=None, x_tree=None, s=None, cache=cache)
+        gc, gx = loop.reverse(g[:m], gys)
+    else:
+        gc, gx, advances = loop.reverse_checkpointed(
+            np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse), g[:m],
+            gys, s)
+        cache["stats"] = {"advance_steps": int(advances), "max_snapshots": min(s, T)}
+    if reverse:
+        gx = gx[::-1]
+    return gc, gx
+
+
 def _scan_scalar_cts(g, vals, loop, m, T, q, reverse, f, plain, c_tree, x_tree, s, cache):
     if cache.get("key") == id(g):
         return cache["cts"]
-    if isinstance(g, Box) or any(isinstance(v, Box) for v in vals):
+    top = _core.top_trace((g,) + tuple(vals))
+    if type(top) is Tape and top.replayable:
+        # ta.jit records this sweep to evaluate it again: the reverse loop is
+        # one node of its recording (run in C at each replay), not T steps
+        flat = _core.bind(scan_scalar_vjp_p, g, *vals, loop=loop, m=m, T=T, q=q,
+                          reverse=reverse, f=f, plain=plain, c_tree=c_tree, x_tree=x_tree,
+                          s=s, cache=cache)
+        cts = [getitem(flat, j) for j in range(m)] + \
+            [getitem(flat, slice(m + j * T, m + (j + 1) * T)) for j in range(len(vals) - m)]
+    elif isinstance(g, Box) or any(isinstance(v, Box) for v in vals):
         cts = list(vjp(_eager_flat(f, plain, c_tree, x_tree, m, reverse), *vals)[1](g))
     else:
-        g = np.asarray(g, dtype=np.float64)
-        gys = g[m:].reshape(T, q)
-        if reverse:
-            gys = gys[::-1]
-        if s is None:
-            gc, gx = loop.reverse(g[:m], gys)
-        else:
-            gc, gx, advances = loop.reverse_checkpointed(
-                np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse), g[:m],
-                gys, s)
-            cache["stats"] = {"advance_steps": int(advances), "max_snapshots": min(s, T)}
-        if reverse:
-            gx = gx[::-1]
+        gc, gx = _numeric_cts(g, vals, loop, m, T, q, reverse, s, cache)
         cts = [np.float64(v) for v in gc] + [np.ascontiguousarray(gx[:, j])
                                              for j in range(gx.shape[1])]
     cache["key"], cache["cts"], cache["g"] = id(g), cts, g
@@ -179,3 +206,45 @@ def _scan_scalar_jvp(k, t, ans, *vals, loop, m, T, q, reverse, f, plain, c_tree,
 
 scan_scalar_p.defjvp_any(_scan_scalar_jvp)
 scan_scalar_p.defvmap(PER_LANE)     # a scalar loop: once per lane
+
+
+# -- the reverse loop as a node of a recorded derivative program ---------------
+
+def _scan_scalar_vjp_impl(g, *vals, loop, m, T, q, reverse, f, plain, c_tree, x_tree, s,
+                          cache):
+    gc, gx = _numeric_cts(g, vals, loop, m, T, q, reverse, s, cache)
+    return np.concatenate([np.asarray(gc, dtype=np.float64), gx.T.ravel()])
+
+
+def _vjp_flat(f, plain, c_tree, x_tree, m, reverse):
+    """``(g, *vals) -> the cotangents, flat``: what scan_scalar_vjp computes,
+    on the scan recorded step by step (its rules of higher order)."""
+    run = _eager_flat(f, plain, c_tree, x_tree, m, reverse)
+
+    def cts(g, *vals):
+        return pack_leaves(list(vjp(run, *vals)[1](g)))
+    return cts
+
+
+def _scan_scalar_vjp_jvp(k, t, ans, *args, loop, m, T, q, reverse, f, plain, c_tree, x_tree,
+                         s, cache):
+    tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(v)))
+                for j, v in enumerate(args)]
+    return jvp(_vjp_flat(f, plain, c_tree, x_tree, m, reverse), tuple(args),
+               tuple(tangents))[1]
+
+
+def _scan_scalar_vjp_cts(k, gg, ans, *args, loop, m, T, q, reverse, f, plain, c_tree,
+                         x_tree, s, cache):
+    key = ("vjp", id(gg))
+    if cache.get("vjp_key") != key:
+        cache["vjp_key"], cache["vjp_g"] = key, gg
+        cache["vjp_cts"] = list(vjp(_vjp_flat(f, plain, c_tree, x_tree, m, reverse),
+                                    *args)[1](gg))
+    return cache["vjp_cts"][k]
+
+
+scan_scalar_vjp_p = Primitive("scan_scalar_vjp", _scan_scalar_vjp_impl)
+scan_scalar_vjp_p.defvjp_any(_scan_scalar_vjp_cts)
+scan_scalar_vjp_p.defjvp_any(_scan_scalar_vjp_jvp)
+scan_scalar_vjp_p.defvmap(PER_LANE)

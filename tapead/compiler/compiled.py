@@ -13,7 +13,10 @@ import threading
 import time
 from typing import Optional, Sequence
 
-from tapead.compiler import fusion, native
+import numpy as np
+
+from tapead import _core
+from tapead.compiler import bodies, fusion, native
 from tapead.errors import NativeCompileError
 
 __all__ = ["Compilation", "COMPILE_AFTER", "NativeCompileError"]
@@ -50,6 +53,8 @@ class Compilation:
         self.want_native = native and _native_on()
         self.plan: Optional[fusion.FusionPlan] = None      # until prepared
         self.library: Optional[native.NativeLibrary] = None
+        self.loops: list = []         # the scalar loops on the tape (their bodies compiled)
+        self.loop_library: Optional[native.NativeLibrary] = None
         self.seconds = 0.0            # spent planning and compiling
         self.error: Optional[BaseException] = None
         self.replays = 0
@@ -99,11 +104,28 @@ class Compilation:
             with self.lock:
                 plan.install(self.tape)
                 self.plan, self.library = plan, lib
+            if self.want_native and lowerable:
+                self.loops = self._loops()
+                self.loop_library = bodies.compile_loops(self.loops, self.lock)
             if self.want_native:
                 self.error = self._missing(plan, lowerable)
         finally:
             self.seconds = time.perf_counter() - t0
             self._done.set()
+
+    def _loops(self) -> list:
+        """The ``_core.ScalarLoop`` bodies the tape's nodes run (a scan over
+        float carries, forward and reversed), each once."""
+        with self.lock:
+            op = self.tape.export_nodes()[0]
+            found, seen = [], set()
+            for i in np.flatnonzero(op == 1):          # OP_OBJ: nodes with a record
+                rec = self.tape.record(int(i))
+                loop = rec.params.get("loop") if rec.params else None
+                if type(loop) is _core.ScalarLoop and id(loop) not in seen:
+                    seen.add(id(loop))
+                    found.append(loop)
+        return found
 
     def _missing(self, plan, lowerable) -> Optional[NativeCompileError]:
         """What kept parts of the plan on numpy's loops, as an error (or None)."""
@@ -112,6 +134,11 @@ class Compilation:
                 "jit: native kernels are unavailable here (no C compiler found: set $CC, "
                 "or TAPEAD_NATIVE=0 is set); the replay keeps numpy's loops")
         left = [g for g in plan.groups if not g.is_native]
+        loops = [lp for lp in self.loops if lp.native is None]
+        if loops and not left:
+            return NativeCompileError(
+                f"jit: {len(loops)} loop bodies have no native code (an operation without a "
+                "lowering); they run on the interpreter")
         if not left:
             return None
         names = "; ".join(", ".join(getattr(u, "__name__", "sum") for u, _, _ in g.ops)
@@ -124,24 +151,43 @@ class Compilation:
     @property
     def is_native(self) -> bool:
         """Whether the installed plan runs native kernels (all its groups, or
-        some of them when others have no lowering)."""
-        return self.library is not None
+        some of them when others have no lowering) or native loop bodies."""
+        return self.library is not None or self.loop_library is not None
+
+    @property
+    def compile_seconds(self) -> float:
+        """Seconds the C compiler ran for this recording (0 for libraries loaded
+        from the disk cache)."""
+        return sum(lib.compile_seconds for lib in (self.library, self.loop_library)
+                   if lib is not None)
 
     def source(self) -> str:
-        """The C source of the native kernels for this recording."""
+        """The C source of the native kernels for this recording: the fused
+        groups', then the loop bodies'."""
         lowerable = {u for u, ok in native.probe().items() if ok}
         with self.lock:
             plan = fusion.plan(self.tape, self.outputs, reductions=lowerable)
-        return native.lower_plan(plan)
+        text = native.lower_plan(plan)
+        loops = self.loops or self._loops()
+        for k, loop in enumerate(loops):
+            if bodies.lowerable(loop):
+                text += "\n/* loop body " + str(k) + " */" + \
+                    bodies.lower_body(loop, f"tapead_body_{k}")[len(bodies.PRELUDE):]
+        return text
 
     def describe(self) -> str:
         """What the replays run: the fused groups and whether they are native."""
         if self.plan is None:
             return (f"not planned yet ({self.replays} replays; planned and compiled after "
                     f"{COMPILE_AFTER}, or by compile())")
+        if self.loops:
+            compiled = sum(lp.native is not None for lp in self.loops)
+            loops = f"; {len(self.loops)} scalar loops, {compiled} with native bodies"
+        else:
+            loops = ""
         lines = [f"{len(self.plan.groups)} fused groups ({self.plan.n_fused_nodes} nodes), "
                  f"{len(self.plan.dead)} unused nodes skipped; "
                  + (f"native kernels: {self.library!r}" if self.is_native else
-                    "numpy loops" + (f" (native: {self.error})" if self.error else ""))]
+                    "numpy loops" + (f" (native: {self.error})" if self.error else "")) + loops]
         lines.append(self.plan.describe(self.tape))
         return "\n".join(x for x in lines if x)
