@@ -335,3 +335,39 @@ def test_without_native_code_the_scans_run_interpreted(monkeypatch):
     comp = jg.compile(us, 0.3)
     assert comp is None or all(lp.native is None for lp in comp.loops)
     _same(jg(us, 0.5), g(us, 0.5))
+
+
+def _join_compiles():
+    import threading
+    for t in threading.enumerate():
+        if t.name == "tapead-compile-loop":
+            t.join(60)
+
+
+@needs_cc
+def test_eager_scans_run_compiled_once_their_body_is_compiled(monkeypatch):
+    ran = []
+    orig = bodies.for_eager
+    monkeypatch.setattr(bodies, "for_eager", lambda loop, T: ran.append(orig(loop, T)) or ran[-1])
+
+    def loss(us, w):                   # a body of its own: no other test compiled it
+        step = lambda c, u: (c * 0.999 + w * tnp.cos(u * 1.2345), c * u)  # noqa: E731
+        c, ys = ta.scan(step, 0.25, us, checkpoints=6)
+        return c + tnp.sum(ys)
+    g = ta.value_and_grad(loss, argnums=(0, 1))
+    us = np.sin(np.linspace(0.0, 4.0, 3000))
+    first = [g(us, 0.5) for _ in range(bodies.EAGER_AFTER)]
+    _join_compiles()
+    later = g(us, 0.5)
+    assert ran[:bodies.EAGER_AFTER] == [False] * bodies.EAGER_AFTER and ran[-1] is True
+    _eq_tree(later, first[0])
+    compiled_at = g(us + 0.1, -0.3)
+    assert ran[-1] is True
+    monkeypatch.setenv("TAPEAD_NATIVE", "0")
+    _eq_tree(g(us + 0.1, -0.3), compiled_at)
+    assert ran[-1] is False           # switched off: interpreted, the same bits
+
+
+def test_short_eager_scans_stay_interpreted():
+    body, loop, _ = _loop(lambda a, b, u: a * u)
+    assert bodies.for_eager(loop, 10) is False and loop.native is None
