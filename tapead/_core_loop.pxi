@@ -329,13 +329,14 @@ cdef class ScalarLoop:
     def body_spec(self):
         """The body as arrays, for the compiler: ``(op, a, b, consts, carry_in,
         x_in, outs, out_consts)`` -- the tape's opcodes and operands (int32),
-        each node's constant (float64: ``p1``, meaningful for constant ops), the
+        each constant op's constant (float64; 0 for the other nodes), the
         carry and per-step input node ids in order, and the output node ids
         (carries, then ys; -1 where an output is the constant ``out_consts[j]``)."""
         cdef Tape tp = self.tape
         cdef Py_ssize_t i, n = tp.n
         op, a, b = tp.export_nodes()
-        consts = np.array([tp.p1[i] for i in range(n)], dtype=np.float64)
+        consts = np.array([tp.p1[i] if FIRST_CONST <= tp.op[i] < FIRST_UNARY else 0.0
+                           for i in range(n)], dtype=np.float64)
         bd = self.arrays
         nout = self.m + self.q
         return (op, a, b, consts, [int(bd.cin[j]) for j in range(self.m)],
