@@ -237,7 +237,7 @@ def main(quick=False, only=None) -> None:               # pragma: no cover
         first_ta = _first_call(fused, args)
         first_jax = _first_call(jx, args) if jx is not None else None
         info = fused.compile(*args)
-        compile_s = (info.library.compile_seconds if info is not None and info.is_native
+        compile_s = (info.compile_seconds if info is not None and info.is_native
                      else None)
         loops(*args), unfused(*args)
         row = [(f, args), (fused, args), (loops, args), (unfused, args)]

@@ -340,12 +340,14 @@ def test_without_native_code_the_scans_run_interpreted(monkeypatch):
 def _join_compiles():
     import threading
     for t in threading.enumerate():
-        if t.name == "tapead-compile-loop":
+        if t.name in ("tapead-compile-loop", "tapead-find-native"):
             t.join(60)
 
 
 @needs_cc
 def test_eager_scans_run_compiled_once_their_body_is_compiled(monkeypatch):
+    bodies._eager_on()                 # looks for a compiler in the background
+    _join_compiles()
     ran = []
     orig = bodies.for_eager
     monkeypatch.setattr(bodies, "for_eager", lambda loop, T: ran.append(orig(loop, T)) or ran[-1])

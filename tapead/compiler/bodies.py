@@ -392,14 +392,26 @@ EAGER_AFTER = 2            # eager scans of one body before it is compiled (in t
 EAGER_MIN_WORK = 4096      # steps x body nodes below which an eager scan stays interpreted
 
 _eager: Dict[tuple, object] = {}        # body key -> times seen, or (library, addresses)
-_eager_native: list = []                # [whether native code is on here], once
+_eager_native: list = []                # [whether native code is on here], once known
+
+
+def _find_native():
+    _eager_native.append(native.available())
 
 
 def _eager_on() -> bool:
+    """Whether eager scans may use compiled bodies: native code is on and was
+    found here (looked for once, in the background: a first call does not
+    wait for the compiler probe)."""
     if not native.enabled():
         return False
     if not _eager_native:
-        _eager_native.append(native.available())
+        with _lock:
+            if not _eager_native and not any(t.name == "tapead-find-native"
+                                             for t in threading.enumerate()):
+                threading.Thread(target=_find_native, daemon=True,
+                                 name="tapead-find-native").start()
+        return False
     return _eager_native[0]
 
 
