@@ -53,10 +53,15 @@ cdef class _BodyArrays:
     cdef object cin, xin, xcol, outs, outc, pin, pcol
     cdef ScalarBody body
 
-    def __cinit__(self, Tape tp, carry_in, x_in, x_cols, out_ids, out_consts, str who):
+    def __cinit__(self, Tape tp, carry_in, x_in, x_cols, out_ids, out_consts, str who,
+                  bint packs=False):
         cdef Py_ssize_t i
+        cdef int o
         for i in range(tp.n):
-            if tp.op[i] != OP_INPUT and tp.op[i] < FIRST_BINARY:
+            o = tp.op[i]
+            if packs and o == OP_OBJ and _unread_pack(tp, i):
+                continue            # a small vector of the body's scalars: no step reads it
+            if o != OP_INPUT and o < FIRST_BINARY:
                 raise ValueError(f"{who}: node {i} of the body's tape is not a scalar node "
                                  f"(opcode {tp.op[i]}); loop over it with Tape.evaluate instead")
         x_in, x_cols = list(x_in), list(x_cols)
@@ -97,6 +102,20 @@ cdef class _BodyArrays:
                 raise ValueError(f"parameter {self.pcol[j]} is not in params")
             self.body.val[self.pin[j]] = params[self.pcol[j]]
         return 0
+
+
+cdef bint _unread_pack(Tape tp, Py_ssize_t i):
+    """Whether object node ``i`` is a small vector packed from scalar nodes
+    (``_core_small``) that no scalar node reads (they read its elements):
+    a loop body may hold it, and a step skips it."""
+    cdef Py_ssize_t j
+    if not _packs_scalars(tp, <Record>tp.recs[<Py_ssize_t>tp.p0[i]]):
+        return False
+    for j in range(i + 1, tp.n):
+        if tp.op[j] >= FIRST_BINARY and (tp.a[j] == i or (tp.op[j] < FIRST_CONST and
+                                                           tp.b[j] == i)):
+            return False
+    return True
 
 
 cdef object _padded(values, dtype):
@@ -152,7 +171,7 @@ cdef void _body_step(const ScalarBody *bd, const double *carry, const double *xr
         return
     for i in range(bd.n):
         o = bd.op[i]
-        if o == OP_INPUT:
+        if o < FIRST_BINARY:        # an input, or a small vector no step reads
             p0[i] = 0.0
             p1[i] = 0.0
             continue
@@ -315,7 +334,7 @@ cdef void _sweep_step(const ScalarBody *bd, const double *p0, const double *p1,
         adj[bd.outs[nc + j]] += gy_row[j]
     for i in range(bd.n - 1, -1, -1):
         g = adj[i]
-        if g != 0.0 and bd.op[i] != OP_INPUT:   # missing operands skipped (sweep_scalar)
+        if g != 0.0 and bd.op[i] >= FIRST_BINARY:   # missing operands skipped (sweep_scalar)
             ia = bd.a[i]
             ib = bd.b[i]
             if ia >= 0:
@@ -357,12 +376,15 @@ cdef class ScalarLoop:
     Parameters
     ----------
     body : Tape
-        Only input nodes and scalar opcodes (no array, custom or guard
-        node); ``ValueError`` otherwise.
+        Only input nodes, scalar opcodes and small vectors packed from them
+        that no scalar node reads (a body on small arrays computes element
+        by element, ``_core_small``); no other array, custom or guard node
+        (``ValueError`` otherwise).
     carry_in, x_in : sequence of int
         Input node ids of the carry and of one step's ``x`` elements.
     carry_out, y_out : sequence of int
-        Node ids of the next carry and of the step's outputs ``y``.
+        Node ids of the next carry and of the step's outputs ``y`` (scalar
+        nodes or inputs).
     """
     cdef Tape tape
     cdef _BodyArrays arrays
@@ -383,9 +405,11 @@ cdef class ScalarLoop:
         for i in list(carry_out) + list(y_out):
             if not 0 <= i < body.n:
                 raise ValueError(f"ScalarLoop: output id {i} is not on the tape")
+            if body.op[i] != OP_INPUT and body.op[i] < FIRST_BINARY:
+                raise ValueError(f"ScalarLoop: output {i} is not a scalar node")
         outs = list(carry_out) + list(y_out)
         self.arrays = _BodyArrays(body, carry_in, x_in, range(len(x_in)), outs,
-                                  [0.0] * len(outs), "ScalarLoop")
+                                  [0.0] * len(outs), "ScalarLoop", packs=True)
         self.tape = body
         self.m, self.k, self.q = len(carry_in), len(x_in), len(y_out)
         self.steps = -1

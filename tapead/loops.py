@@ -19,6 +19,9 @@ it does not look into) is refused with an error saying so.
 """
 from __future__ import annotations
 
+import dis
+import types
+
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -155,7 +158,7 @@ def _scan_plain(f, init, xs, length, reverse, fast=True):
     """The eager loop: every step recorded on the tape (or plain numpy); a
     scan over float carries and 1-d xs runs in C when its body allows it
     (``tapead.scalar_scan``)."""
-    if fast and xs is not None:
+    if fast:
         done = scan_scalar(f, init, xs, length, reverse, _scan_step_by_step)
         if done is not None:
             return done
@@ -516,7 +519,7 @@ def scan(f: Callable, init: Any, xs: Any = None, length: Optional[int] = None,
     if int(checkpoints) < 1:
         raise ValueError(f"scan: checkpoints={checkpoints} must be a positive number of "
                          "stored states (or None to store every step)")
-    if _index_offset is None and xs is not None:
+    if _index_offset is None:
         done = scan_scalar(f, init, xs, length, reverse, _scan_step_by_step,
                            checkpoints=int(checkpoints))
         if done is not None:
@@ -568,11 +571,44 @@ def fori_loop(lower: int, upper: int, body: Callable, init: Any,
         return body(int(i), carry), None
     if upper <= lower:
         return init
+    if (checkpoints is None or int(checkpoints) >= 1) and _ignores_index(body) and \
+            type(_core.top_trace(tuple(tree_flatten(init)[0]))) is Tape:
+        # every step is the same function of the carry: a scan without xs,
+        # run in C when the body is scalar code (tapead.scalar_scan)
+        done = scan_scalar(lambda c, _: (body(lower, c), None), init, None, upper - lower,
+                           False, _scan_step_by_step,
+                           checkpoints=None if checkpoints is None else int(checkpoints))
+        if done is not None:
+            return done[0]
     if checkpoints is None:
         return _fori_plain(lower, upper, body, init)[0]
     carry, _ = scan(f, init, None, length=upper - lower, checkpoints=checkpoints,
                     _index_offset=lower)
     return carry
+
+
+_LOADS = ("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST",
+          "STORE_FAST", "DELETE_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST",
+          "LOAD_DEREF", "LOAD_CLOSURE")
+
+
+def _ignores_index(body) -> bool:
+    """Whether ``body(i, val)`` provably never reads ``i``: a plain function
+    whose code neither loads its first parameter nor hands it to an inner
+    function, nor calls ``locals``/``vars``.  Anything else (a method, a
+    partial, a callable object) counts as reading it."""
+    code = getattr(body, "__code__", None)
+    if type(body) is not types.FunctionType or code is None or code.co_argcount < 1:
+        return False
+    name = code.co_varnames[0]
+    if name in code.co_cellvars or "locals" in code.co_names or "vars" in code.co_names:
+        return False
+    for ins in dis.get_instructions(code):
+        if ins.opname in _LOADS:
+            arg = ins.argval
+            if arg == name or (type(arg) is tuple and name in arg):
+                return False
+    return True
 
 
 def _fori_plain(lower, upper, body, init):

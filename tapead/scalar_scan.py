@@ -66,11 +66,15 @@ def scan_scalar(f, init, xs, length, reverse, plain, checkpoints=None):
     ``checkpoints=s``: the reverse sweep keeps at most ``s`` carries and
     recomputes the rest (revolve, in C) instead of every step's partials."""
     c_leaves, c_tree = tree_flatten(init)
-    x_leaves, x_tree = tree_flatten(xs)
+    x_leaves, x_tree = tree_flatten(xs) if xs is not None else ([], None)
     leaves = list(c_leaves) + list(x_leaves)
     top = _core.top_trace(tuple(leaves))
-    if type(top) is not Tape or length == 0 or not c_leaves or not x_leaves:
+    if type(top) is not Tape or length == 0 or not c_leaves:
         return None
+    sizes = [_small_vector_size(c, top) for c in c_leaves]
+    if any(n is not None for n in sizes):
+        return _scan_small_vectors(f, c_leaves, c_tree, sizes, xs, length, reverse, plain,
+                                   checkpoints)
     carry0 = [_unboxed_float(c, top) for c in c_leaves]
     cols = [_unboxed_column(x, top, length) for x in x_leaves]
     if any(v is None for v in carry0) or any(v is None for v in cols):
@@ -84,7 +88,7 @@ def scan_scalar(f, init, xs, length, reverse, plain, checkpoints=None):
             ins = body.input_many([np.float64(v) for v in carry0] +
                                   [np.float64(col[first]) for col in cols])
             carry, y = f(tree_unflatten(c_tree, list(ins[:m])),
-                         tree_unflatten(x_tree, list(ins[m:])))
+                         tree_unflatten(x_tree, list(ins[m:])) if x_tree is not None else None)
         finally:
             body.active = False
     except Exception:
@@ -118,13 +122,66 @@ def scan_scalar(f, init, xs, length, reverse, plain, checkpoints=None):
     return carry_out, ys
 
 
-def _columns(vals, m, reverse):
-    xs = np.column_stack([np.asarray(v, dtype=np.float64) for v in vals[m:]])
+def _small_vector_size(x, tape):
+    """n for a carry leaf holding a 1-d float64 array of n <= SMALL_ARRAY_MAX
+    elements (a small vector: its scan computes element by element), else None."""
+    v = _inner(x, tape)
+    if type(v) is np.ndarray and v.ndim == 1 and v.dtype == np.float64 and \
+            0 < v.shape[0] <= _core.SMALL_ARRAY_MAX:
+        return v.shape[0]
+    return None
+
+
+def _scan_small_vectors(f, c_leaves, c_tree, sizes, xs, length, reverse, plain, checkpoints):
+    """A scan whose carry holds small vectors, as a scan over their elements:
+    the body sees the vectors (stacked from the elements, so its array
+    arithmetic records one scalar node per element) and hands back their
+    elements; None where that does not apply."""
+    flat_init = []
+    for leaf, n in zip(c_leaves, sizes):
+        flat_init.extend([leaf] if n is None else [getitem(leaf, j) for j in range(n)])
+
+    def f_flat(carry, x):
+        parts, j = [], 0
+        for n in sizes:
+            parts.append(carry[j] if n is None else stack(list(carry[j:j + n])))
+            j += 1 if n is None else n
+        c, y = f(tree_unflatten(c_tree, parts), x)
+        out_leaves, out_tree = tree_flatten(c)
+        if out_tree != c_tree:
+            raise ValueError("scan: the body's carry changed its structure")
+        out = []
+        for leaf, n in zip(out_leaves, sizes):
+            if n is None:
+                out.append(leaf)
+            elif np.shape(leaf) != (n,):
+                raise ValueError("scan: the body's carry changed its shape")
+            else:
+                out.extend(getitem(leaf, j) for j in range(n))
+        return tuple(out), y
+    done = scan_scalar(f_flat, tuple(flat_init), xs, length, reverse, plain, checkpoints)
+    if done is None:
+        return None
+    flat, ys = done
+    parts, j = [], 0
+    for n in sizes:
+        parts.append(flat[j] if n is None else stack(list(flat[j:j + n])))
+        j += 1 if n is None else n
+    return tree_unflatten(c_tree, parts), ys
+
+
+def _columns(vals, m, reverse, T):
+    if len(vals) == m:                  # no xs (a fori_loop)
+        return np.zeros((T, 0))
+    if len(vals) == m + 1:
+        xs = np.asarray(vals[m], dtype=np.float64).reshape(-1, 1)
+    else:
+        xs = np.column_stack([np.asarray(v, dtype=np.float64) for v in vals[m:]])
     return xs[::-1] if reverse else xs
 
 
 def _scan_scalar_impl(*vals, loop, m, T, q, reverse, f, plain, c_tree, x_tree, s, cache):
-    carry, ys = loop.forward(np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse),
+    carry, ys = loop.forward(np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse, T),
                              keep=s is None)
     cache["forward"] = vals if s is None else None    # what loop.reverse would reverse
     if reverse:
@@ -132,11 +189,11 @@ def _scan_scalar_impl(*vals, loop, m, T, q, reverse, f, plain, c_tree, x_tree, s
     return np.concatenate([carry, ys.ravel()])
 
 
-def _eager_flat(f, plain, c_tree, x_tree, m, reverse):
+def _eager_flat(f, plain, c_tree, x_tree, m, reverse, T):
     """The same scan recorded step by step, on flat leaves (rules of higher order)."""
     def run(*vals):
-        carry, ys = plain(f, tree_unflatten(c_tree, list(vals[:m])),
-                          tree_unflatten(x_tree, list(vals[m:])), len(vals[m]), reverse)
+        xs = tree_unflatten(x_tree, list(vals[m:])) if x_tree is not None else None
+        carry, ys = plain(f, tree_unflatten(c_tree, list(vals[:m])), xs, T, reverse)
         c = tree_flatten(carry)[0]
         y = tree_flatten(ys)[0] if ys is not None else []
         out = pack_leaves(c)
@@ -165,7 +222,7 @@ def _numeric_cts(g, vals, loop, m, T, q, reverse, s, cache):
         gc, gx = loop.reverse(g[:m], gys)
     else:
         gc, gx, advances = loop.reverse_checkpointed(
-            np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse), g[:m],
+            np.array(vals[:m], dtype=np.float64), _columns(vals, m, reverse, T), g[:m],
             gys, s)
         cache["stats"] = {"advance_steps": int(advances), "max_snapshots": min(s, T)}
     if reverse:
@@ -186,7 +243,7 @@ def _scan_scalar_cts(g, vals, loop, m, T, q, reverse, f, plain, c_tree, x_tree, 
         cts = [getitem(flat, j) for j in range(m)] + \
             [getitem(flat, slice(m + j * T, m + (j + 1) * T)) for j in range(len(vals) - m)]
     elif isinstance(g, Box) or any(isinstance(v, Box) for v in vals):
-        cts = list(vjp(_eager_flat(f, plain, c_tree, x_tree, m, reverse), *vals)[1](g))
+        cts = list(vjp(_eager_flat(f, plain, c_tree, x_tree, m, reverse, T), *vals)[1](g))
     else:
         gc, gx = _numeric_cts(g, vals, loop, m, T, q, reverse, s, cache)
         cts = [np.float64(v) for v in gc] + [np.ascontiguousarray(gx[:, j])
@@ -203,7 +260,7 @@ def _scan_scalar_jvp(k, t, ans, *vals, loop, m, T, q, reverse, f, plain, c_tree,
                      s, cache):
     tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(v)))
                 for j, v in enumerate(vals)]
-    return jvp(_eager_flat(f, plain, c_tree, x_tree, m, reverse), tuple(vals), tuple(tangents))[1]
+    return jvp(_eager_flat(f, plain, c_tree, x_tree, m, reverse, T), tuple(vals), tuple(tangents))[1]
 
 
 scan_scalar_p.defjvp_any(_scan_scalar_jvp)
@@ -218,10 +275,10 @@ def _scan_scalar_vjp_impl(g, *vals, loop, m, T, q, reverse, f, plain, c_tree, x_
     return np.concatenate([np.asarray(gc, dtype=np.float64), gx.T.ravel()])
 
 
-def _vjp_flat(f, plain, c_tree, x_tree, m, reverse):
+def _vjp_flat(f, plain, c_tree, x_tree, m, reverse, T):
     """``(g, *vals) -> the cotangents, flat``: what scan_scalar_vjp computes,
     on the scan recorded step by step (its rules of higher order)."""
-    run = _eager_flat(f, plain, c_tree, x_tree, m, reverse)
+    run = _eager_flat(f, plain, c_tree, x_tree, m, reverse, T)
 
     def cts(g, *vals):
         return pack_leaves(list(vjp(run, *vals)[1](g)))
@@ -232,7 +289,7 @@ def _scan_scalar_vjp_jvp(k, t, ans, *args, loop, m, T, q, reverse, f, plain, c_t
                          s, cache):
     tangents = [t if j == k else np.zeros_like(np.asarray(_core.concrete(v)))
                 for j, v in enumerate(args)]
-    return jvp(_vjp_flat(f, plain, c_tree, x_tree, m, reverse), tuple(args),
+    return jvp(_vjp_flat(f, plain, c_tree, x_tree, m, reverse, T), tuple(args),
                tuple(tangents))[1]
 
 
@@ -241,7 +298,7 @@ def _scan_scalar_vjp_cts(k, gg, ans, *args, loop, m, T, q, reverse, f, plain, c_
     key = ("vjp", id(gg))
     if cache.get("vjp_key") != key:
         cache["vjp_key"], cache["vjp_g"] = key, gg
-        cache["vjp_cts"] = list(vjp(_vjp_flat(f, plain, c_tree, x_tree, m, reverse),
+        cache["vjp_cts"] = list(vjp(_vjp_flat(f, plain, c_tree, x_tree, m, reverse, T),
                                     *args)[1](gg))
     return cache["vjp_cts"][k]
 

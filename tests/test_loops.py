@@ -340,7 +340,7 @@ def test_scalar_scan_falls_back_where_a_recording_would_be_wrong(monkeypatch):
                                  (p, 0), xs)[0][0],
         "2d": lambda p: ta.scan(lambda c, x: (c + tnp.sum(x) * c, None), p,
                                 np.ones((20, 2)))[0],
-        "array-op": lambda p: ta.scan(lambda c, x: (tnp.sum(tnp.stack([c, x]) * c), None),
+        "array-op": lambda p: ta.scan(lambda c, x: (tnp.sum(np.arange(40.0) * c) * x, None),
                                       p, xs)[0],
     }
     got = {}
@@ -351,6 +351,18 @@ def test_scalar_scan_falls_back_where_a_recording_would_be_wrong(monkeypatch):
     _eager(monkeypatch)
     for name, f in cases.items():
         assert got[name] == ta.grad(f)(0.3), name
+
+
+def test_scalar_scan_takes_small_vectors_element_by_element(monkeypatch):
+    """Small arrays in the body compute one scalar node per element, so such a
+    body runs in C too, with the step-by-step gradient."""
+    xs = np.linspace(0.0, 1.0, 20)
+    hits = _fast_hits(monkeypatch)
+    f = lambda p: ta.scan(lambda c, x: (tnp.sum(tnp.stack([c, x]) * c), None), p, xs)[0]  # noqa: E731
+    got = ta.grad(f)(0.3)
+    assert hits == [True]
+    _eager(monkeypatch)
+    assert got == pytest.approx(ta.grad(f)(0.3), rel=1e-14)
 
 
 def test_scalar_scan_closure_over_an_outer_transform(monkeypatch):

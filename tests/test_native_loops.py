@@ -373,3 +373,110 @@ def test_eager_scans_run_compiled_once_their_body_is_compiled(monkeypatch):
 def test_short_eager_scans_stay_interpreted():
     body, loop, _ = _loop(lambda a, b, u: a * u)
     assert bodies.for_eager(loop, 10) is False and loop.native is None
+
+
+# -- small-vector carries and fori_loop ------------------------------------------
+
+H = 0.01
+
+
+def _rk4(fori_loop, steps=200):
+    def f(y):
+        return tnp.stack([y[1], -0.1 * y[1] - tnp.sin(y[0])])
+
+    def step(_, y):
+        k1 = f(y)
+        k2 = f(y + H / 2 * k1)
+        k3 = f(y + H / 2 * k2)
+        k4 = f(y + H * k3)
+        return y + H / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return lambda y0: fori_loop(0, steps, step, y0)[0] ** 2
+
+
+def test_a_fori_loop_over_a_small_vector_is_one_loop_node():
+    g = ta.value_and_grad(_rk4(ta.fori_loop))
+    y0 = np.array([0.3, -0.5])
+    tape_nodes = []
+
+    def spy(y):
+        out = _rk4(ta.fori_loop)(y)
+        tape_nodes.append(out.tape.n_nodes)
+        return out
+    ta.grad(spy)(y0)
+    assert tape_nodes[0] < 30                     # not 200 steps of ~60 nodes
+    v, gy = g(y0)
+    plain = _rk4(lambda lo, hi, body, init: _python_fori(lo, hi, body, init))
+    v2, gy2 = ta.value_and_grad(plain)(y0)
+    assert v == v2
+    np.testing.assert_allclose(gy, gy2, rtol=1e-14, atol=1e-16)
+    eps = 1e-6
+    fd = [(_rk4(ta.fori_loop)(y0 + eps * e) - _rk4(ta.fori_loop)(y0 - eps * e)) / (2 * eps)
+          for e in np.eye(2)]
+    np.testing.assert_allclose(gy, fd, rtol=1e-7)
+
+
+def _python_fori(lo, hi, body, val):
+    for i in range(lo, hi):
+        val = body(i, val)
+    return val
+
+
+@needs_cc
+@pytest.mark.parametrize("checkpoints", [None, 6])
+def test_jit_of_a_small_vector_fori_loop_compiles_it(checkpoints):
+    def loss(y0):
+        step = lambda _, y: y + H * tnp.stack([y[1], -tnp.sin(y[0]) * y[2], 0.1 * y[0]])  # noqa: E731
+        return tnp.sum(ta.fori_loop(0, 300, step, y0, checkpoints=checkpoints) ** 2)
+    g = ta.value_and_grad(loss)
+    jg = ta.jit(g)
+    y0 = np.array([0.3, -0.5, 1.1])
+    _eq_tree(jg(y0), g(y0))
+    comp = jg.compile(y0)
+    assert comp.loops and all(lp.native is not None for lp in comp.loops)
+    for k in range(3):
+        _eq_tree(jg(y0 + 0.1 * k), g(y0 + 0.1 * k))
+
+
+def test_a_fori_body_that_reads_its_index_runs_step_by_step():
+    body = lambda i, x: x * 0.5 + (1.0 if i % 2 else 0.0) * tnp.sin(x)   # noqa: E731
+    f = lambda x: ta.fori_loop(0, 9, body, x)                          # noqa: E731
+    want = 0.7
+    for i in range(9):
+        want = body(i, want)
+    assert f(0.7) == want
+    eps = 1e-6
+    assert abs(ta.grad(f)(0.7) - (f(0.7 + eps) - f(0.7 - eps)) / (2 * eps)) < 1e-8
+
+
+def test_which_fori_bodies_ignore_their_index():
+    from tapead.loops import _ignores_index
+    assert _ignores_index(lambda i, x: x * 2)
+    assert not _ignores_index(lambda i, x: x * i)
+    assert not _ignores_index(lambda i, x: (lambda: i)() + x)          # closed over
+    assert not _ignores_index(lambda *a: a[1])
+    assert not _ignores_index(lambda i, x: locals()["i"] + x)
+
+    class Body:
+        def __call__(self, i, x):
+            return x
+    assert not _ignores_index(Body())
+
+
+def test_a_scan_over_a_small_vector_carry_with_xs():
+    def loss(us, y0):
+        step = lambda y, u: (y * 0.99 + u * tnp.stack([tnp.cos(y[1]), y[0]]), y[0] * u)  # noqa: E731
+        y, ys = ta.scan(step, y0, us)
+        return tnp.sum(y ** 2) + tnp.sum(ys)
+    us, y0 = np.linspace(0.0, 1.0, 40), np.array([0.2, 0.4])
+    g = ta.grad(loss, argnums=(0, 1))
+    gu, gy = g(us, y0)
+    eps = 1e-6
+    fd = [(loss(us, y0 + eps * e) - loss(us, y0 - eps * e)) / (2 * eps) for e in np.eye(2)]
+    np.testing.assert_allclose(gy, fd, rtol=1e-7)
+    k = 7
+    e = np.zeros(40)
+    e[k] = eps
+    assert abs(gu[k] - (loss(us + e, y0) - loss(us - e, y0)) / (2 * eps)) < 1e-7 * abs(gu[k])
+    jg = ta.jit(g)
+    _eq_tree(jg(us, y0), (gu, gy))
+    _eq_tree(jg(us + 0.3, y0), g(us + 0.3, y0))

@@ -38,6 +38,7 @@ __all__ = ["RULES", "lower_body", "compile_loops", "lowerable", "for_eager"]
 
 _OP = dict(_core.OPCODES, **_core.CONST_OPCODES)
 _INPUT = _core.STRUCTURAL_OPCODES["input"]
+_OBJ = _core.STRUCTURAL_OPCODES["obj"]      # in a body: a small vector of its scalars
 _FIRST_CONST = min(_core.CONST_OPCODES.values())
 _FIRST_UNARY = min(v for k, v in _core.OPCODES.items() if v > _FIRST_CONST)
 
@@ -181,7 +182,13 @@ class _Body:
         """What keeps this body on the interpreter (empty: it compiles)."""
         why = []
         inputs = set(self.cin) | set(self.xin)
+        packs = {i for i, o in enumerate(self.op) if o == _OBJ}
         for i, o in enumerate(self.op):
+            if o == _OBJ:
+                continue                # ScalarLoop checked that no scalar node reads it
+            if o != _INPUT and (self.a[i] in packs or (o < _FIRST_CONST and self.b[i] in packs)):
+                why.append(f"node {i} reads an array node")
+                continue
             if o == _INPUT:
                 if i not in inputs:
                     why.append(f"input node {i} is neither a carry nor a step input")
@@ -206,6 +213,8 @@ class _Body:
         col = {n: j for j, n in enumerate(self.xin)}
         car = {n: j for j, n in enumerate(self.cin)}
         for i, o in enumerate(self.op):
+            if o == _OBJ:
+                continue
             if o == _INPUT:
                 src = f"{carry}[{car[i]}]" if i in car else f"{x}[{col[i]}]"
                 lines.append(f"const double v{i} = {src};")
@@ -224,7 +233,7 @@ class _Body:
         the outputs (``gc``: the next carries, ``gy``: the ys) swept back to
         those of the carries (into ``gc``) and of the row (into ``gx``)."""
         n = len(self.op)
-        lines = [f"double g{i} = 0.0;" for i in range(n)]
+        lines = [f"double g{i} = 0.0;" for i in range(n) if self.op[i] != _OBJ]
         for j in range(self.m):
             if self.outs[j] >= 0:
                 lines.append(f"g{self.outs[j]} += {gc}[{j}];")
@@ -233,7 +242,7 @@ class _Body:
                 lines.append(f"g{self.outs[self.m + j]} += {gy}[{j}];")
         for i in range(n - 1, -1, -1):
             o = self.op[i]
-            if o == _INPUT:
+            if o == _INPUT or o == _OBJ:
                 continue
             _, _, d0, d1 = _BY_CODE[o]
             names = dict(x=f"v{self.a[i]}", y=self._y(i), v=f"v{i}", d0=f"d0_{i}")
