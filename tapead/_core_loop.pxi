@@ -139,9 +139,10 @@ ctypedef void (*_native_step_fn)(const double *carry, const double *xrow,
                                  double *val) noexcept nogil
 ctypedef void (*_native_adv_fn)(Py_ssize_t T, double *carry, const double *X) noexcept nogil
 ctypedef void (*_native_fwd_fn)(Py_ssize_t T, double *carry, const double *X, double *Y,
-                                double *traj) noexcept nogil
+                                double *traj, double *aux) noexcept nogil
 ctypedef void (*_native_rev_fn)(Py_ssize_t T, const double *traj, const double *X,
-                                const double *GY, double *gc, double *GX) noexcept nogil
+                                const double *GY, double *gc, double *GX,
+                                const double *aux) noexcept nogil
 ctypedef void (*_native_adj_fn)(const double *carry, const double *xrow, const double *gy,
                                 double *gc, double *gx) noexcept nogil
 
@@ -396,7 +397,8 @@ cdef class ScalarLoop:
     cdef _native_rev_fn nat_rev
     cdef _native_adj_fn nat_adj
     cdef readonly object native          # the loaded library (kept alive), or None
-    cdef object traj, kept_xs             # the carries entering each step, the rows
+    cdef object traj, kept_xs, aux        # the carries entering each step, the rows,
+    cdef Py_ssize_t aux_width             # the values and partials of its libm calls
     cdef bint kept_native                 # the last forward kept traj, not partials
 
     def __cinit__(self, Tape body, carry_in, x_in, carry_out, y_out):
@@ -434,15 +436,19 @@ cdef class ScalarLoop:
                 [float(bd.outc[j]) for j in range(nout)])
 
     def set_native(self, library, Py_ssize_t step, Py_ssize_t fwd, Py_ssize_t rev,
-                   Py_ssize_t adj, Py_ssize_t adv):
+                   Py_ssize_t adj, Py_ssize_t adv, Py_ssize_t aux_width=0):
         """Run the steps through compiled functions (addresses from
         ``tapead.compiler.bodies``, which generates them from
         :meth:`body_spec` so that they give the interpreter's bits), keeping
         ``library`` alive; ``set_native(None, 0, 0, 0, 0, 0)`` returns to the
         interpreter.  A forward run with ``keep`` then keeps each step's
-        carries instead of its partials, and the reverse recomputes the step."""
+        carries and ``aux_width`` values (of its libm calls) instead of its
+        partials, and the reverse recomputes the rest of the step."""
         if library is not None and not (step and fwd and rev and adj and adv):
             raise ValueError("ScalarLoop.set_native: five function addresses, or none")
+        if aux_width < 0:
+            raise ValueError("ScalarLoop.set_native: aux_width must be >= 0")
+        self.aux_width = aux_width
         self.arrays.body.native_step = <void *> step if library is not None else NULL
         self.arrays.body.native_adv = <void *> adv if library is not None else NULL
         self.nat_fwd = <_native_fwd_fn> <void *> fwd if library is not None else NULL
@@ -473,18 +479,21 @@ cdef class ScalarLoop:
         cdef double *P0
         cdef double *P1
         cdef double *TR
+        cdef double *AX
         cdef const ScalarBody *bd = &self.arrays.body
         if self.nat_fwd != NULL:
             self.p0s = self.p1s = None
             self.traj = np.empty((T if keep else 0, max(m, 1)), dtype=np.float64)
+            self.aux = np.empty((T if keep else 0, max(self.aux_width, 1)), dtype=np.float64)
             TR = <double *> _ptr(self.traj, dummy) if keep else NULL
+            AX = <double *> _ptr(self.aux, dummy) if keep else NULL
             with nogil:
-                self.nat_fwd(T, c, X, Y, TR)
+                self.nat_fwd(T, c, X, Y, TR, AX)
             self.kept_xs = x_arr if keep else None
             self.kept_native = True
             self.steps = T if keep else -1
             return carry[:m], ys
-        self.traj = self.kept_xs = None
+        self.traj = self.kept_xs = self.aux = None
         self.kept_native = False
         self.p0s = np.empty((T if keep else 0, n), dtype=np.float64)
         self.p1s = np.empty((T if keep else 0, n), dtype=np.float64)
@@ -583,6 +592,7 @@ cdef class ScalarLoop:
         cdef const double *P1
         cdef const double *TR
         cdef const double *KX
+        cdef const double *AK
         cdef const ScalarBody *bd = &self.arrays.body
         if self.kept_native:
             if self.nat_rev == NULL:
@@ -590,8 +600,9 @@ cdef class ScalarLoop:
                                    "but the compiled reverse is gone; run forward again")
             TR = <const double *> _ptr(self.traj, dummy)
             KX = <const double *> _ptr(self.kept_xs, dummy)
+            AK = <const double *> _ptr(self.aux, dummy)
             with nogil:
-                self.nat_rev(T, TR, KX, GY, gc, GX)
+                self.nat_rev(T, TR, KX, GY, gc, GX, AK)
             return gcarry[:m], gxs
         P0 = <const double *> _ptr(self.p0s, dummy)
         P1 = <const double *> _ptr(self.p1s, dummy)

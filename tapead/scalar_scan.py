@@ -17,6 +17,8 @@ detected and recorded step by step instead.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tapead import _core
@@ -204,6 +206,20 @@ def _eager_flat(f, plain, c_tree, x_tree, m, reverse, T):
     return run
 
 
+def _same_input(a, b) -> bool:
+    """Whether a loop input is the one of the last forward run: the same array
+    object, or a float with the same bits (a replay reads scalar nodes into
+    new float objects)."""
+    if a is b:
+        return True
+    if type(a) in _FLOATS and type(b) in _FLOATS:
+        return (a == b and math.copysign(1.0, a) == math.copysign(1.0, b)) or (a != a and b != b)
+    return False
+
+
+_FLOATS = (float, np.float64)
+
+
 def _numeric_cts(g, vals, loop, m, T, q, reverse, s, cache):
     """The cotangents of carry0 (m floats) and of the xs columns (k arrays of
     T) from the flat output cotangent ``g``, in C.  The reverse sweep reads the
@@ -216,7 +232,7 @@ def _numeric_cts(g, vals, loop, m, T, q, reverse, s, cache):
     if s is None:
         last = cache.get("forward")
         if last is None or len(last) != len(vals) or \
-                not all(a is b for a, b in zip(last, vals)):
+                not all(_same_input(a, b) for a, b in zip(last, vals)):
             _scan_scalar_impl(*vals, loop=loop, m=m, T=T, q=q, reverse=reverse, f=None,
                               plain=None, c_tree=None, x_tree=None, s=None, cache=cache)
         gc, gx = loop.reverse(g[:m], gys)

@@ -8,10 +8,12 @@ the body into code: every node's value is a C local, the reverse step
 recomputes the step's values from its carries and accumulates the adjoints
 in locals too, and the loops over the steps are C loops around them --
 
-* ``fwd(T, carry, X, Y, traj)``: the T steps, each step's carries kept in
-  ``traj`` for the reverse (instead of every node's partials);
-* ``rev(T, traj, X, GY, gc, GX)``: the steps reversed, each recomputed from
-  its carries and swept back;
+* ``fwd(T, carry, X, Y, traj, aux)``: the T steps, each step's carries kept
+  in ``traj`` for the reverse and the values and partials of its libm calls
+  (sin, exp, pow, ...: :data:`STORED`) in ``aux``, instead of every node's
+  partials;
+* ``rev(T, traj, X, GY, gc, GX, aux)``: the steps reversed, each step's
+  arithmetic recomputed from its carries and ``aux``, and swept back;
 * ``adv(T, carry, X)``, ``step`` and ``adj``: steps forward without keeping
   anything, one step forward and one step reversed, which the revolve schedule
   of a checkpointed scan runs.
@@ -95,6 +97,14 @@ RULES: Dict[str, tuple] = {
 }
 _BY_CODE = {_OP[name]: (name,) + rule for name, rule in RULES.items()}
 
+# ops whose value or partials call libm: a forward run that keeps for the
+# reverse stores their value and partials (the reverse recomputes only the
+# arithmetic around them, and sin and cos of one argument are one sincos)
+STORED = frozenset(_OP[name] for name in (
+    "pow", "arctan2", "powc", "rpowc", "sin", "cos", "tan", "exp", "log", "log1p", "expm1",
+    "tanh", "arctan", "arcsin", "arccos", "sinh", "cosh", "sigmoid", "exp2", "log2", "log10",
+    "arcsinh", "arccosh", "arctanh", "cbrt"))
+
 PRELUDE = """\
 #include <math.h>
 #include <stddef.h>
@@ -177,6 +187,14 @@ class _Body:
         self.consts = [float(v) for v in consts]
         self.cin, self.xin, self.outs, self.outc = list(cin), list(xin), list(outs), list(outc)
         self.m, self.k, self.q = len(cin), len(xin), len(outs) - len(cin)
+        # node -> its first slot in a step's row of stored values and partials
+        self.slot: Dict[int, int] = {}
+        width = 0
+        for i, o in enumerate(self.op):
+            if o in STORED:
+                self.slot[i] = width
+                width += 3 if o < _FIRST_CONST else 2
+        self.aux_width = width
 
     def missing(self) -> List[str]:
         """What keeps this body on the interpreter (empty: it compiles)."""
@@ -206,9 +224,14 @@ class _Body:
         o = self.op[i]
         return f"v{self.b[i]}" if o < _FIRST_CONST else _literal(self.consts[i])
 
-    def values(self, carry: str, x: str) -> List[str]:
+    def _names(self, i):
+        return dict(x=f"v{self.a[i]}", y=self._y(i), v=f"v{i}", d0=f"d0_{i}")
+
+    def values(self, carry: str, x: str, aux: str = "", mode: str = "") -> List[str]:
         """Statements computing every node's value ``v<i>`` from the carries and
-        the step's row."""
+        the step's row.  ``mode="store"``: the values and partials of the
+        :data:`STORED` nodes are also written to the row ``aux``; ``"load"``:
+        they are read from it instead of computed."""
         lines = []
         col = {n: j for j, n in enumerate(self.xin)}
         car = {n: j for j, n in enumerate(self.cin)}
@@ -219,16 +242,25 @@ class _Body:
                 src = f"{carry}[{car[i]}]" if i in car else f"{x}[{col[i]}]"
                 lines.append(f"const double v{i} = {src};")
                 continue
-            _, value, _, _ = _BY_CODE[o]
+            _, value, d0, d1 = _BY_CODE[o]
+            if mode == "load" and i in self.slot:
+                lines.append(f"const double v{i} = {aux}[{self.slot[i]}];")
+                continue
             lines.append(f"const double v{i} = "
                          f"{_sub(value, x=f'v{self.a[i]}', y=self._y(i), v='', d0='')};")
+            if mode == "store" and i in self.slot:
+                k, names = self.slot[i], self._names(i)
+                lines.append(f"{aux}[{k}] = v{i}; {aux}[{k + 1}] = {_sub(d0, **names)};")
+                if o < _FIRST_CONST:
+                    names["d0"] = f"{aux}[{k + 1}]"
+                    lines.append(f"{aux}[{k + 2}] = {_sub(d1, **names)};")
         return lines
 
     def out(self, j) -> str:
         i = self.outs[j]
         return f"v{i}" if i >= 0 else _literal(self.outc[j])
 
-    def adjoints(self, gc: str, gy: str, gx: str) -> List[str]:
+    def adjoints(self, gc: str, gy: str, gx: str, aux: str = "") -> List[str]:
         """Statements of the reverse step after :meth:`values`: the adjoints of
         the outputs (``gc``: the next carries, ``gy``: the ys) swept back to
         those of the carries (into ``gc``) and of the row (into ``gx``)."""
@@ -245,11 +277,13 @@ class _Body:
             if o == _INPUT or o == _OBJ:
                 continue
             _, _, d0, d1 = _BY_CODE[o]
-            names = dict(x=f"v{self.a[i]}", y=self._y(i), v=f"v{i}", d0=f"d0_{i}")
-            body = [f"const double d0_{i} = {_sub(d0, **names)};",
+            names = self._names(i)
+            if aux and i in self.slot:      # the partials the forward run stored
+                d0, d1, names = f"{aux}[{self.slot[i] + 1}]", f"{aux}[{self.slot[i] + 2}]", {}
+            body = [f"const double d0_{i} = {_sub(d0, **names) if names else d0};",
                     f"g{self.a[i]} += g{i} * d0_{i};"]
             if o < _FIRST_CONST:
-                body.append(f"g{self.b[i]} += g{i} * ({_sub(d1, **names)});")
+                body.append(f"g{self.b[i]} += g{i} * ({_sub(d1, **names) if names else d1});")
             lines.append(f"if (g{i} != 0.0) {{ " + " ".join(body) + " }")
         for j, node in enumerate(self.cin):
             lines.append(f"{gc}[{j}] = g{node};")
@@ -265,8 +299,13 @@ class _Body:
         vals = ind.join(self.values("c", "x"))
         step_outs = ind.join(f"val[{self.outs[j]}] = {self.out(j)};"
                              for j in range(m + q) if self.outs[j] >= 0)
-        keep = ind.join(f"traj[{w} * t + {j}] = cl[{j}];" for j in range(m))
+        aw = max(self.aux_width, 1)
+        keep = ind.join([f"traj[{w} * t + {j}] = cl[{j}];" for j in range(m)] +
+                        [f"double *a = aux + {aw} * t;", "(void) a;"])
         loop_vals = ind.join(self.values("cl", "x"))
+        kept_vals = ind.join(self.values("cl", "x", "a", "store"))
+        adj_kept = ind.join(self.values("c", "x", "a", "load") +
+                            self.adjoints("gc", "gy", "gx", "a"))
         next_c = ind.join(f"cl[{j}] = {self.out(j)};" for j in range(m))
         ys = ind.join(f"Y[{q} * t + {j}] = {self.out(m + j)};" for j in range(q))
         adj = ind.join(self.values("c", "x") + self.adjoints("gc", "gy", "gx"))
@@ -278,7 +317,7 @@ class _Body:
     const double *x = X + {k} * t;
     (void) x;
     {keep if kept else ""}
-    {loop_vals}
+    {kept_vals if kept else loop_vals}
     {next_c}
     {ys}
   }}"""
@@ -302,7 +341,10 @@ void {name}_adv(npy_intp T, double *c, const double *X) {{
   {store}
 }}
 
-void {name}_fwd(npy_intp T, double *c, const double *X, double *Y, double *traj) {{
+/* with traj: each step's carries kept in traj, the values and partials of
+   its libm calls in aux (rows of {aw}) */
+void {name}_fwd(npy_intp T, double *c, const double *X, double *Y, double *traj,
+                double *aux) {{
   {load}
   if (traj) {{
   {steps(True)}
@@ -323,12 +365,19 @@ void {name}_adj(const double *c, const double *x, const double *gy, double *gc,
   {name}_adj_step(c, x, gy, gc, gx);
 }}
 
+static inline void {name}_adj_kept(const double *c, const double *x, const double *gy,
+                                   double *gc, double *gx, const double *a) {{
+    (void) x; (void) gy; (void) gx; (void) a;
+    {adj_kept}
+}}
+
 void {name}_rev(npy_intp T, const double *traj, const double *X, const double *GY,
-                double *gc, double *GX) {{
+                double *gc, double *GX, const double *aux) {{
   double gl[{w}] = {{0.0}};
   for (int j = 0; j < {m}; j++) gl[j] = gc[j];
   for (npy_intp t = T - 1; t >= 0; t--)
-    {name}_adj_step(traj + {w} * t, X + {k} * t, GY + {q} * t, gl, GX + {k} * t);
+    {name}_adj_kept(traj + {w} * t, X + {k} * t, GY + {q} * t, gl, GX + {k} * t,
+                    aux + {aw} * t);
   for (int j = 0; j < {m}; j++) gc[j] = gl[j];
 }}
 """
@@ -364,7 +413,7 @@ def compile_loops(loops: Sequence, lock=None) -> Optional[native.NativeLibrary]:
     if not loops or not native.available():
         return None
     texts: Dict[str, int] = {}
-    which = []
+    which, widths = [], {}
     for loop in loops:
         body = _Body(loop.body_spec())
         if body.missing():
@@ -372,6 +421,7 @@ def compile_loops(loops: Sequence, lock=None) -> Optional[native.NativeLibrary]:
             continue
         text = body.source("@NAME@")
         which.append(texts.setdefault(text, len(texts)))
+        widths[texts[text]] = body.aux_width
     if not texts:
         return None
     source = PRELUDE + "".join(t.replace("@NAME@", f"tapead_body_{k}")
@@ -387,11 +437,12 @@ def compile_loops(loops: Sequence, lock=None) -> Optional[native.NativeLibrary]:
         if k is None:
             continue
         step, fwd, rev, adj, adv = lib.addresses[5 * k:5 * k + 5]
+        width = widths[k]
         if lock is not None:
             with lock:
-                loop.set_native(lib, step, fwd, rev, adj, adv)
+                loop.set_native(lib, step, fwd, rev, adj, adv, width)
         else:
-            loop.set_native(lib, step, fwd, rev, adj, adv)
+            loop.set_native(lib, step, fwd, rev, adj, adv, width)
     return lib
 
 
@@ -471,7 +522,7 @@ def _compile_eager(key, spec):
                                            seconds, cached)
                 with _lock:
                     _loaded[source] = lib
-            done = (lib, tuple(lib.addresses))
+            done = (lib, tuple(lib.addresses) + (body.aux_width,))
     except (OSError, RuntimeError, ValueError):
         pass                    # the interpreter stays: same numbers
     with _lock:
