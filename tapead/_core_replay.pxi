@@ -437,8 +437,28 @@ cdef int _replay_elem(Tape tp, Py_ssize_t k, _ElemSource *src) except -1:
     return 0
 
 
+ctypedef void (*_native_run_fn)(double *val) noexcept nogil
+
+
 cdef inline void _replay_scalars(Tape tp, Py_ssize_t i, Py_ssize_t j, bint partials) noexcept:
-    """Scalar nodes i..j-1 (without the GIL when the run is long)."""
+    """Scalar nodes i..j-1 (without the GIL when the run is long); a values-only
+    replay runs the compiled stretch of the run (``Tape.set_native_runs``)."""
+    cdef Py_ssize_t st, sp, pos
+    cdef _native_run_fn fn
+    if not partials and tp.native_runs is not None and j - i >= NOGIL_RUN:
+        entry = tp.native_runs.get(i)
+        if entry is not None and (<tuple>(<tuple>entry)[len(<tuple>entry) - 1])[1] <= j:
+            pos = i
+            for part in <tuple>entry:
+                st, sp = (<tuple>part)[0], (<tuple>part)[1]
+                fn = <_native_run_fn> <void *> <Py_ssize_t> (<tuple>part)[2]
+                with nogil:
+                    replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, pos, st, False)
+                    fn(tp.val)
+                pos = sp
+            with nogil:
+                replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, pos, j, False)
+            return
     if j - i >= NOGIL_RUN:
         with nogil:
             replay_scalar_run(tp.op, tp.a, tp.b, tp.val, tp.p0, tp.p1, i, j, partials)

@@ -178,6 +178,8 @@ cdef class Tape(Trace):
     cdef int32_t *en_ids
     cdef list oadj_cache            # the mixed sweep's object adjoints, all None between sweeps
     cdef dict fusion                # last node id -> FusedGroup (values-only replays)
+    cdef dict native_runs           # scalar run start -> (start, stop, C function): compiled
+    cdef object native_runs_lib     #   stretches of it (values-only replays), their library
 
     def __cinit__(self, Py_ssize_t capacity=256):
         if capacity < 16:
@@ -395,6 +397,48 @@ cdef class Tape(Trace):
                 settle_lazy(self, i)
             return (<Record>self.recs[<Py_ssize_t>self.p0[i]]).ans
         return self.val[i]
+
+    def node_constants(self):
+        """Each constant op's constant (float64; 0 for the other nodes), for
+        compilers of the tape's scalar code."""
+        cdef Py_ssize_t i, n = self.n
+        out = np.zeros(n, dtype=np.float64)
+        cdef double[::1] ov = out
+        for i in range(n):
+            if FIRST_CONST <= self.op[i] < FIRST_UNARY:
+                ov[i] = self.p1[i]
+        return out
+
+    def set_native_runs(self, runs, library):
+        """Run stretches of scalar nodes through compiled functions in
+        values-only replays (``evaluate``, ``replay(partials=False)``).
+
+        ``runs``: ``(run_start, start, stop, address)`` tuples, where
+        ``run_start`` begins a maximal run of scalar nodes that holds nodes
+        ``start .. stop-1`` (stretches of one run in order, not overlapping),
+        and ``address`` is a C function ``void f(double *val)`` that writes
+        those nodes' values into the tape's value array from the values
+        before them (as ``tapead.compiler.runs`` generates, with the
+        interpreter's bits); ``library`` keeps the functions loaded.
+        ``set_native_runs([], None)`` undoes it."""
+        cdef Py_ssize_t rs, st, sp, i
+        table = {}
+        for rs, st, sp, addr in runs:
+            if not (0 <= rs <= st < sp <= self.n) or not addr:
+                raise ValueError(f"set_native_runs: ({rs}, {st}, {sp}) is not a stretch "
+                                 "of this tape with a function")
+            if rs > 0 and self.op[rs - 1] >= FIRST_BINARY:
+                raise ValueError(f"set_native_runs: node {rs} does not begin a run")
+            for i in range(rs, sp):
+                if self.op[i] < FIRST_BINARY:
+                    raise ValueError(f"set_native_runs: node {i} is not a scalar node")
+            prev = table.setdefault(rs, [])
+            if prev and st < prev[len(prev) - 1][1]:   # (no negative indices here)
+                raise ValueError("set_native_runs: the stretches of a run overlap or are "
+                                 "out of order")
+            prev.append((st, sp, <Py_ssize_t> addr))
+        self.native_runs = {k: tuple(v) for k, v in table.items()} or None
+        self.native_runs_lib = library if table else None
 
     def reads(self, Py_ssize_t i):
         """The node ids node ``i``'s value is computed from (what a replay reads)."""

@@ -35,6 +35,7 @@ from tapead._tree import TreeDef, tree_flatten, tree_unflatten
 from tapead.errors import GuardFlippedError, NonScalarOutputError, ShapeError, TapeReplayError
 from tapead.boxing import check_leaf as _check_leaf, plain as _plain
 from tapead.program import Derivative, Program
+from tapead.compiler import runs
 from tapead.compiler.compiled import Compilation
 from tapead.transforms import value_and_grad
 
@@ -396,7 +397,8 @@ class _Jitted:
             i >= 0 and tape.is_scalar_node(i) for i in rec.out_ids)
         result = tree_unflatten(rec.out_td, [_plain(x.primal) if i >= 0 else x
                                              for x, i in zip(out_leaves, rec.out_ids)])
-        if not eager and self._fuse and _fusion_on() and tape.n_object_nodes > 1:
+        if not eager and self._fuse and _fusion_on() and (
+                tape.n_object_nodes > 1 or tape.n_nodes >= runs.MIN_RUN):
             # elementwise chains in one pass each, unused nodes skipped (values only);
             # native kernels for them after the first replays
             rec.compiled = Compilation(tape, [i for i in rec.out_ids if i >= 0], rec.lock,

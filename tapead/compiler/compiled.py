@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from tapead import _core
-from tapead.compiler import bodies, fusion, native
+from tapead.compiler import bodies, fusion, native, runs
 from tapead.errors import NativeCompileError
 
 __all__ = ["Compilation", "COMPILE_AFTER", "NativeCompileError"]
@@ -55,6 +55,7 @@ class Compilation:
         self.library: Optional[native.NativeLibrary] = None
         self.loops: list = []         # the scalar loops on the tape (their bodies compiled)
         self.loop_library: Optional[native.NativeLibrary] = None
+        self.run_library: Optional[native.NativeLibrary] = None   # rerolled scalar runs
         self.seconds = 0.0            # spent planning and compiling
         self.error: Optional[BaseException] = None
         self.replays = 0
@@ -107,6 +108,7 @@ class Compilation:
             if self.want_native and lowerable:
                 self.loops = self._loops()
                 self.loop_library = bodies.compile_loops(self.loops, self.lock)
+                self.run_library = runs.compile_runs(self.tape, self.lock)
             if self.want_native:
                 self.error = self._missing(plan, lowerable)
         finally:
@@ -151,15 +153,17 @@ class Compilation:
     @property
     def is_native(self) -> bool:
         """Whether the installed plan runs native kernels (all its groups, or
-        some of them when others have no lowering) or native loop bodies."""
-        return self.library is not None or self.loop_library is not None
+        some of them when others have no lowering), native loop bodies or
+        compiled scalar runs."""
+        return (self.library is not None or self.loop_library is not None or
+                self.run_library is not None)
 
     @property
     def compile_seconds(self) -> float:
         """Seconds the C compiler ran for this recording (0 for libraries loaded
         from the disk cache)."""
-        return sum(lib.compile_seconds for lib in (self.library, self.loop_library)
-                   if lib is not None)
+        return sum(lib.compile_seconds for lib in (self.library, self.loop_library,
+                                                   self.run_library) if lib is not None)
 
     def source(self) -> str:
         """The C source of the native kernels for this recording: the fused
@@ -168,6 +172,9 @@ class Compilation:
         with self.lock:
             plan = fusion.plan(self.tape, self.outputs, reductions=lowerable)
         text = native.lower_plan(plan)
+        blocks = runs.plan_runs(self.tape)
+        if blocks:
+            text += "\n/* repeated scalar runs */" + runs.lower_runs(blocks)[len(bodies.PRELUDE):]
         loops = self.loops or self._loops()
         for k, loop in enumerate(loops):
             if bodies.lowerable(loop):
@@ -185,6 +192,8 @@ class Compilation:
             loops = f"; {len(self.loops)} scalar loops, {compiled} with native bodies"
         else:
             loops = ""
+        if self.run_library is not None:
+            loops += f"; scalar runs compiled: {self.run_library!r}"
         lines = [f"{len(self.plan.groups)} fused groups ({self.plan.n_fused_nodes} nodes), "
                  f"{len(self.plan.dead)} unused nodes skipped; "
                  + (f"native kernels: {self.library!r}" if self.is_native else
