@@ -269,6 +269,7 @@ def _scan_scalar_cts(g, vals, loop, m, T, q, reverse, f, plain, c_tree, x_tree, 
 
 
 scan_scalar_p = Primitive("scan_scalar", _scan_scalar_impl)
+scan_scalar_p.replay_always = True      # its forward run is what the reverse node reverses
 scan_scalar_p.defvjp_any(lambda k, g, ans, *vals, **p: _scan_scalar_cts(g, vals, **p)[k])
 
 

@@ -480,3 +480,21 @@ def test_a_scan_over_a_small_vector_carry_with_xs():
     jg = ta.jit(g)
     _eq_tree(jg(us, y0), (gu, gy))
     _eq_tree(jg(us + 0.3, y0), g(us + 0.3, y0))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_input_changed_in_place_between_calls_is_not_stale(compiled):
+    """The reverse loop reverses the forward run of the same replay, even
+    when the loop's value is not an output and the caller refills the same
+    array between calls."""
+    def loss(us):
+        return ta.scan(lambda c, u: (c * 0.9 + tnp.sin(u) * c, None), 0.5, us)[0]
+    g = ta.grad(loss)
+    jg = ta.jit(g)
+    us = np.linspace(0.0, 1.0, 300)
+    jg(us), jg(us)
+    if compiled:
+        jg.compile(us)
+    for k in range(3):
+        us[:] = np.sin(np.arange(300) * (k + 1.0))
+        _same(jg(us), g(us.copy()))

@@ -86,6 +86,10 @@ class Primitive(_core.PrimitiveBase):
         self.linear = linear
         self.elementwise = elementwise
         self.static_args = frozenset()
+        #: its impl keeps state that another node's rule reads (a loop's forward
+        #: run, which its reverse node reverses): replays run it even when no
+        #: output needs its value
+        self.replay_always = False
         #: argument positions the primitive has no derivative through (hints);
         #: forward sweeps need not compute their tangents
         self.nondiff_args = frozenset()

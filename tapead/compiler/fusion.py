@@ -273,10 +273,13 @@ def plan(tape, outputs: Sequence[int] = (), reductions=()) -> FusionPlan:
 
 
 def _dead_nodes(tape, op, outputs):
-    """The object nodes (with a primitive) that no output and no guard depends on."""
+    """The object nodes (with a primitive) that no output and no guard depends
+    on, nor a node whose primitive runs in every replay (``replay_always``)."""
     n = len(op)
     live = bytearray(n)
     stack = [i for i in outputs if 0 <= i < n] + [i for i in range(n) if op[i] == _GUARD]
+    stack += [i for i in range(n) if op[i] == _OBJ and
+              getattr(tape.record(i).prim, "replay_always", False)]
     for i in stack:
         live[i] = 1
     while stack:                           # iterative: no recursion over the graph
