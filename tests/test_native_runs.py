@@ -11,7 +11,7 @@ import tapead.numpy as tnp
 from tapead import _core
 from tapead.compiler import native, runs
 
-from test_native_loops import BINARY, CONST, UNARY, _unary, _same, _eq_tree
+from test_native_loops import BINARY, CONST, UNARY, _unary, _eq_tree
 
 needs_cc = pytest.mark.skipif(not native.available(), reason="no C compiler here")
 
