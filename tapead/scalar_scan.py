@@ -24,7 +24,7 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, Dual, Tape, Tracer
 from tapead._prims.base import PER_LANE, Primitive
-from tapead.compiler import bodies
+from tapead.compiler import eager
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead._prims.shape import concatenate, getitem, reshape, stack
 from tapead.transforms import jvp, vjp
@@ -111,7 +111,7 @@ def scan_scalar(f, init, xs, length, reverse, plain, checkpoints=None):
                                 [v.idx for v in out_c], [v.idx for v in out_y])
     except ValueError:
         return None
-    bodies.for_eager(loop, length)      # compiled code, once this process has it
+    eager.for_eager(loop, length)      # compiled code, once this process has it
     q = len(out_y)
     flat = _core.bind(scan_scalar_p, *leaves, loop=loop, m=m, T=length, q=q,
                       reverse=reverse, f=f, plain=plain, c_tree=c_tree, x_tree=x_tree,

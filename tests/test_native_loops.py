@@ -15,7 +15,7 @@ import tapead as ta
 import tapead.numpy as tnp
 from tapead import _core
 from tapead._prims import elementwise
-from tapead.compiler import bodies, native
+from tapead.compiler import bodies, eager, native
 from tapead.errors import NativeCompileError
 from tapead.scalar_scan import scan_scalar_vjp_p
 
@@ -346,11 +346,11 @@ def _join_compiles():
 
 @needs_cc
 def test_eager_scans_run_compiled_once_their_body_is_compiled(monkeypatch):
-    bodies._eager_on()                 # looks for a compiler in the background
+    eager._eager_on()                 # looks for a compiler in the background
     _join_compiles()
     ran = []
-    orig = bodies.for_eager
-    monkeypatch.setattr(bodies, "for_eager", lambda loop, T: ran.append(orig(loop, T)) or ran[-1])
+    orig = eager.for_eager
+    monkeypatch.setattr(eager, "for_eager", lambda loop, T: ran.append(orig(loop, T)) or ran[-1])
 
     def loss(us, w):                   # a body of its own: no other test compiled it
         step = lambda c, u: (c * 0.999 + w * tnp.cos(u * 1.2345), c * u)  # noqa: E731
@@ -358,10 +358,10 @@ def test_eager_scans_run_compiled_once_their_body_is_compiled(monkeypatch):
         return c + tnp.sum(ys)
     g = ta.value_and_grad(loss, argnums=(0, 1))
     us = np.sin(np.linspace(0.0, 4.0, 3000))
-    first = [g(us, 0.5) for _ in range(bodies.EAGER_AFTER)]
+    first = [g(us, 0.5) for _ in range(eager.EAGER_AFTER)]
     _join_compiles()
     later = g(us, 0.5)
-    assert ran[:bodies.EAGER_AFTER] == [False] * bodies.EAGER_AFTER and ran[-1] is True
+    assert ran[:eager.EAGER_AFTER] == [False] * eager.EAGER_AFTER and ran[-1] is True
     _eq_tree(later, first[0])
     compiled_at = g(us + 0.1, -0.3)
     assert ran[-1] is True
@@ -372,7 +372,7 @@ def test_eager_scans_run_compiled_once_their_body_is_compiled(monkeypatch):
 
 def test_short_eager_scans_stay_interpreted():
     body, loop, _ = _loop(lambda a, b, u: a * u)
-    assert bodies.for_eager(loop, 10) is False and loop.native is None
+    assert eager.for_eager(loop, 10) is False and loop.native is None
 
 
 # -- small-vector carries and fori_loop ------------------------------------------

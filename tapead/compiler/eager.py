@@ -1,0 +1,99 @@
+"""Compiled loop bodies for scans run outside ``ta.jit``.
+
+An eager ``ta.scan`` (and a ``fori_loop`` that is one) records its body on a
+new tape at every call, so there is no recording to compile once.  Instead
+bodies are keyed by their structure: the second scan of a body in a process
+compiles it in a background thread (``tapead.compiler.bodies``), and the
+scans after that run the compiled code.  Short scans, and processes without
+a C compiler, stay on the interpreter, which gives the same bits.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Dict
+
+from tapead.compiler import native
+from tapead.compiler.bodies import PRELUDE, _Body, _loaded, _lock
+
+__all__ = ["for_eager", "EAGER_AFTER", "EAGER_MIN_WORK"]
+
+
+EAGER_AFTER = 2            # eager scans of one body before it is compiled (in the background)
+EAGER_MIN_WORK = 4096      # steps x body nodes below which an eager scan stays interpreted
+
+_eager: Dict[tuple, object] = {}        # body key -> times seen, or (library, addresses)
+_eager_native: list = []                # [whether native code is on here], once known
+
+
+def _find_native():
+    _eager_native.append(native.available())
+
+
+def _eager_on() -> bool:
+    """Whether eager scans may use compiled bodies: native code is on and was
+    found here (looked for once, in the background: a first call does not
+    wait for the compiler probe)."""
+    if not native.enabled():
+        return False
+    if not _eager_native:
+        with _lock:
+            if not _eager_native and not any(t.name == "tapead-find-native"
+                                             for t in threading.enumerate()):
+                threading.Thread(target=_find_native, daemon=True,
+                                 name="tapead-find-native").start()
+        return False
+    return _eager_native[0]
+
+
+def _key(spec) -> tuple:
+    op, a, b, consts, cin, xin, outs, outc = spec
+    return (op.tobytes(), a.tobytes(), b.tobytes(), consts.tobytes(), tuple(cin), tuple(xin),
+            tuple(outs), tuple(outc))
+
+
+def for_eager(loop, steps: int) -> bool:
+    """Point a scan run outside ``ta.jit`` at compiled code for its body when
+    this process has compiled that body; the ``EAGER_AFTER``-th scan of a body
+    compiles it in a background thread (so a training loop that calls the same
+    gradient again runs compiled from then on; the first calls and short
+    scans stay on the interpreter, which gives the same bits).  Returns
+    whether ``loop`` now runs compiled code."""
+    spec = loop.body_spec()
+    if steps * len(spec[0]) < EAGER_MIN_WORK or not _eager_on():
+        return False
+    key = _key(spec)
+    with _lock:
+        seen = _eager.get(key, 0)
+        if type(seen) is int:
+            _eager[key] = seen + 1
+            if seen + 1 == EAGER_AFTER:
+                threading.Thread(target=_compile_eager, args=(key, spec), daemon=True,
+                                 name="tapead-compile-loop").start()
+            return False
+    lib, addresses = seen
+    if lib is None:
+        return False
+    loop.set_native(lib, *addresses)
+    return True
+
+
+def _compile_eager(key, spec):
+    body = _Body(spec)
+    done = (None, ())
+    try:
+        if not body.missing():
+            source = PRELUDE + body.source("tapead_body_0")
+            with _lock:
+                lib = _loaded.get(source)
+            if lib is None:
+                path, seconds, cached = native._build(source, "loops", native._flags())
+                lib = native.NativeLibrary(path, [f"tapead_body_0_{part}" for part in
+                                                  ("step", "fwd", "rev", "adj", "adv")],
+                                           seconds, cached)
+                with _lock:
+                    _loaded[source] = lib
+            done = (lib, tuple(lib.addresses) + (body.aux_width,))
+    except (OSError, RuntimeError, ValueError):
+        pass                    # the interpreter stays: same numbers
+    with _lock:
+        _eager[key] = done
