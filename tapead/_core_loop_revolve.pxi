@@ -1,6 +1,7 @@
 # Revolve over a loop body (included by _core_loop.pxi, after ScalarBody and
 # _body_step): the schedule of a (steps, slots) pair worked out once and kept,
-# and the sweep that runs it, advancing the body and turning each step back.
+# the sweep that runs it, advancing the body, and the turns that reverse a
+# step (interpreted, and compiled).
 
 
 cdef dict _SCHEDULES = {}          # (T, snaps) -> int32 (rows, 3): revolve's actions
@@ -115,3 +116,68 @@ cdef int _revolve_sweep(Py_ssize_t T, Py_ssize_t snaps, const ScalarBody *fwd,
             turn(ctx, row[1], cur)
     free(st.held)
     return status
+
+
+cdef struct _AdjointTurn:
+    # ScalarLoop's reversed step: the body's partials, swept in C
+    const ScalarBody *bd
+    const double *xs            # (T, nx) input rows
+    double *p0
+    double *p1                  # the step's partials (n each)
+    double *adj                 # n + 1 adjoints; adj[0] is the sink of absent operands
+    double *gc                  # (nc) adjoint of the carry, updated
+    double *gx                  # (T, nx) adjoints of the inputs
+    const double *gy            # (T, ny) adjoints of the outputs
+    Py_ssize_t ny
+
+
+cdef void _sweep_step(const ScalarBody *bd, const double *p0, const double *p1,
+                      double *buf, double *gc, const double *gy_row, Py_ssize_t ny,
+                      double *gx_row) noexcept nogil:
+    """The reverse sweep of one step: from the adjoints of its outputs (``gc``:
+    the next carries; ``gy_row``: the ``ny`` outputs after them) to those of
+    its carries (into ``gc``) and inputs (into ``gx_row``)."""
+    cdef Py_ssize_t i, j, nc = bd.nc
+    cdef int32_t ia, ib
+    cdef double g
+    cdef double *adj = buf + 1
+    memset(buf, 0, (bd.n + 1) * sizeof(double))
+    for j in range(nc):
+        adj[bd.outs[j]] += gc[j]
+    for j in range(ny):
+        adj[bd.outs[nc + j]] += gy_row[j]
+    for i in range(bd.n - 1, -1, -1):
+        g = adj[i]
+        if g != 0.0 and bd.op[i] >= FIRST_BINARY:   # missing operands skipped (sweep_scalar)
+            ia = bd.a[i]
+            ib = bd.b[i]
+            if ia >= 0:
+                adj[ia] += g * p0[i]
+            if ib >= 0:
+                adj[ib] += g * p1[i]
+    for j in range(nc):
+        gc[j] = adj[bd.cin[j]]
+    for j in range(bd.nx):
+        gx_row[j] = adj[bd.xin[j]]
+
+
+cdef void _adjoint_turn(void *ctx, Py_ssize_t t, const double *state) noexcept nogil:
+    cdef _AdjointTurn *c = <_AdjointTurn *> ctx
+    cdef const ScalarBody *bd = c.bd
+    _body_step(bd, state, c.xs + bd.nx * t, c.p0, c.p1)
+    _sweep_step(bd, c.p0, c.p1, c.adj, c.gc, c.gy + c.ny * t, c.ny, c.gx + bd.nx * t)
+
+
+cdef struct _NativeTurn:
+    # ScalarLoop's reversed step, compiled: recompute the step, sweep it back
+    _native_adj_fn adj
+    Py_ssize_t nx, ny
+    const double *xs
+    const double *gy
+    double *gc
+    double *gx
+
+
+cdef void _native_turn(void *ctx, Py_ssize_t t, const double *state) noexcept nogil:
+    cdef _NativeTurn *c = <_NativeTurn *> ctx
+    c.adj(state, c.xs + c.nx * t, c.gy + c.ny * t, c.gc, c.gx + c.nx * t)
