@@ -273,6 +273,9 @@ cdef class ScalarLoop:
         if aux_width < 0:
             raise ValueError("ScalarLoop.set_native: aux_width must be >= 0")
         self.aux_width = aux_width
+        self.steps = -1                 # what a forward run kept is for the old code
+        self.kept_native = False
+        self.traj = self.kept_xs = self.aux = self.p0s = self.p1s = None
         self.arrays.body.native_step = <void *> step if library is not None else NULL
         self.arrays.body.native_adv = <void *> adv if library is not None else NULL
         self.nat_fwd = <_native_fwd_fn> <void *> fwd if library is not None else NULL

@@ -231,7 +231,7 @@ def _numeric_cts(g, vals, loop, m, T, q, reverse, s, cache):
         gys = gys[::-1]
     if s is None:
         last = cache.get("forward")
-        if last is None or len(last) != len(vals) or \
+        if last is None or loop.steps < 0 or len(last) != len(vals) or \
                 not all(_same_input(a, b) for a, b in zip(last, vals)):
             _scan_scalar_impl(*vals, loop=loop, m=m, T=T, q=q, reverse=reverse, f=None,
                               plain=None, c_tree=None, x_tree=None, s=None, cache=cache)

@@ -196,7 +196,7 @@ class Compilation:
             loops += f"; scalar runs compiled: {self.run_library!r}"
         lines = [f"{len(self.plan.groups)} fused groups ({self.plan.n_fused_nodes} nodes), "
                  f"{len(self.plan.dead)} unused nodes skipped; "
-                 + (f"native kernels: {self.library!r}" if self.is_native else
+                 + (f"native kernels: {self.library!r}" if self.library is not None else
                     "numpy loops" + (f" (native: {self.error})" if self.error else "")) + loops]
         lines.append(self.plan.describe(self.tape))
         return "\n".join(x for x in lines if x)
