@@ -401,6 +401,22 @@ def lower_body(loop, name: str = "tapead_body") -> str:
 
 _loaded: Dict[str, native.NativeLibrary] = {}
 _lock = threading.Lock()
+PARTS = ("step", "fwd", "rev", "adj", "adv")     # the functions of a body, in address order
+
+
+def library(source: str, count: int) -> native.NativeLibrary:
+    """The loaded library of ``count`` bodies ``tapead_body_<k>`` whose C is
+    ``source`` (built, or found on disk, once per process; the compiler runs
+    outside the lock, so scans that only look a body up do not wait)."""
+    with _lock:
+        lib = _loaded.get(source)
+    if lib is None:
+        path, seconds, cached = native._build(source, "loops", native._flags())
+        lib = native.NativeLibrary(path, [f"tapead_body_{k}_{part}" for k in range(count)
+                                          for part in PARTS], seconds, cached)
+        with _lock:
+            lib = _loaded.setdefault(source, lib)
+    return lib
 
 
 def compile_loops(loops: Sequence, lock=None) -> Optional[native.NativeLibrary]:
@@ -426,13 +442,7 @@ def compile_loops(loops: Sequence, lock=None) -> Optional[native.NativeLibrary]:
         return None
     source = PRELUDE + "".join(t.replace("@NAME@", f"tapead_body_{k}")
                                for t, k in texts.items())
-    with _lock:
-        lib = _loaded.get(source)
-        if lib is None:
-            path, seconds, cached = native._build(source, "loops", native._flags())
-            names = [f"tapead_body_{k}_{part}" for k in range(len(texts))
-                     for part in ("step", "fwd", "rev", "adj", "adv")]
-            lib = _loaded[source] = native.NativeLibrary(path, names, seconds, cached)
+    lib = library(source, len(texts))
     for loop, k in zip(loops, which):
         if k is None:
             continue

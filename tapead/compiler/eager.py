@@ -13,7 +13,7 @@ import threading
 from typing import Dict
 
 from tapead.compiler import native
-from tapead.compiler.bodies import PRELUDE, _Body, _loaded, _lock
+from tapead.compiler.bodies import PRELUDE, _Body, _lock, library
 
 __all__ = ["for_eager", "EAGER_AFTER", "EAGER_MIN_WORK"]
 
@@ -82,16 +82,7 @@ def _compile_eager(key, spec):
     done = (None, ())
     try:
         if not body.missing():
-            source = PRELUDE + body.source("tapead_body_0")
-            with _lock:
-                lib = _loaded.get(source)
-            if lib is None:
-                path, seconds, cached = native._build(source, "loops", native._flags())
-                lib = native.NativeLibrary(path, [f"tapead_body_0_{part}" for part in
-                                                  ("step", "fwd", "rev", "adj", "adv")],
-                                           seconds, cached)
-                with _lock:
-                    _loaded[source] = lib
+            lib = library(PRELUDE + body.source("tapead_body_0"), 1)
             done = (lib, tuple(lib.addresses) + (body.aux_width,))
     except (OSError, RuntimeError, ValueError):
         pass                    # the interpreter stays: same numbers
