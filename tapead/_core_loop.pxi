@@ -145,6 +145,8 @@ ctypedef void (*_native_rev_fn)(Py_ssize_t T, const double *traj, const double *
                                 const double *aux) noexcept nogil
 ctypedef void (*_native_adj_fn)(const double *carry, const double *xrow, const double *gy,
                                 double *gc, double *gx) noexcept nogil
+ctypedef void (*_native_scan_fn)(Py_ssize_t ns, const Py_ssize_t *steps, double *carry,
+                                 const double *X, double *Y, double *traj) noexcept nogil
 
 
 cdef void _body_step(const ScalarBody *bd, const double *carry, const double *xrow,

@@ -192,7 +192,7 @@ def scalar_while_online(Tape body, body_ins, body_outs, body_consts, Tape cond, 
 
 def scalar_scan(Tape tp, in_ids, out_ids, out_consts, double[::1] carry,
                 const double[:, ::1] xs, double[:, ::1] ys, double[:, ::1] traj,
-                const Py_ssize_t[::1] steps):
+                const Py_ssize_t[::1] steps, Py_ssize_t native=0):
     """Run the steps of a scan whose body is the all-scalar tape ``tp``.
 
     Parameters
@@ -215,8 +215,14 @@ def scalar_scan(Tape tp, in_ids, out_ids, out_consts, double[::1] carry,
         Row k receives the carries entering step k (nothing when empty).
     steps : intp array
         The steps to run, in order (each in [0, L)).
+    native : int
+        The address of the body's compiled ``scan`` function
+        (``tapead.compiler.bodies``, generated from this tape, these inputs and
+        outputs: the interpreter's bits), or 0 for the interpreter.  The caller
+        keeps its library loaded.
 
-    The tape is left with the last step's values (``partials_stale``).
+    The interpreter leaves the tape with the last step's values
+    (``partials_stale``).
     """
     cdef Py_ssize_t nc = carry.shape[0], nx = xs.shape[1], ny = ys.shape[1]
     cdef Py_ssize_t L = xs.shape[0], j, s, k, ns = steps.shape[0]
@@ -229,13 +235,26 @@ def scalar_scan(Tape tp, in_ids, out_ids, out_consts, double[::1] carry,
     for s in range(ns):
         if not 0 <= steps[s] < L:
             raise ValueError(f"scalar_scan: step {steps[s]} is outside [0, {L})")
-    cdef _BodyArrays arrays = _BodyArrays(tp, list(in_ids)[:nc], list(in_ids)[nc:],
-                                          range(nx), out_ids, out_consts, "scalar_scan")
-    cdef const ScalarBody *bd = &arrays.body
+    cdef _BodyArrays arrays
+    cdef const ScalarBody *bd = NULL
+    if native == 0:         # (a compiled body was checked when it was generated)
+        arrays = _BodyArrays(tp, list(in_ids)[:nc], list(in_ids)[nc:], range(nx), out_ids,
+                             out_consts, "scalar_scan")
+        bd = &arrays.body
     cur_arr = np.zeros(max(nc, 1), dtype=np.float64)
     cur_arr[:nc] = carry
     cdef double[::1] cur = cur_arr
+    cdef const double *xp = &xs[0, 0] if nx and L else NULL
+    cdef double *yp = &ys[0, 0] if ny and L else NULL
+    cdef double *tj = &traj[0, 0] if keep and nc and L else NULL
     tp.partials_stale = True
+    if native != 0:
+        if ns:
+            with nogil:
+                (<_native_scan_fn> <void *> native)(ns, &steps[0], &cur[0], xp, yp, tj)
+        for j in range(nc):
+            carry[j] = cur[j]
+        return
     with nogil:
         for s in range(ns):
             k = steps[s]

@@ -16,7 +16,10 @@ in locals too, and the loops over the steps are C loops around them --
   arithmetic recomputed from its carries and ``aux``, and swept back;
 * ``adv(T, carry, X)``, ``step`` and ``adj``: steps forward without keeping
   anything, one step forward and one step reversed, which the revolve schedule
-  of a checkpointed scan runs.
+  of a checkpointed scan runs;
+* ``scan(ns, steps, carry, X, Y, traj)``: the steps of a list in its order,
+  values only (the graph API's scans, whose backward loops are scans of their
+  own bodies; ``_core.scalar_scan``).
 
 Bits.  Each opcode's value and partials are the expressions of
 ``scalar_eval`` (``tapead/_core_kernel.pxi``) -- the same IEEE operations in
@@ -292,8 +295,8 @@ class _Body:
         return lines
 
     def source(self, name: str) -> str:
-        """The five functions of this body, ``<name>_step``, ``_adv``, ``_fwd``,
-        ``_adj`` and ``_rev`` (see the module doc)."""
+        """The functions of this body, ``<name>_step``, ``_adv``, ``_fwd``,
+        ``_adj``, ``_rev`` and ``_scan`` (see the module doc)."""
         m, k, q, w = self.m, self.k, self.q, max(self.m, 1)
         ind = "\n    "
         vals = ind.join(self.values("c", "x"))
@@ -318,6 +321,17 @@ class _Body:
     (void) x;
     {keep if kept else ""}
     {kept_vals if kept else loop_vals}
+    {next_c}
+    {ys}
+  }}"""
+        def scan_steps(kept):
+            row = ind.join(f"traj[{m} * t + {j}] = cl[{j}];" for j in range(m))
+            return f"""for (npy_intp s = 0; s < ns; s++) {{
+    const npy_intp t = steps[s];
+    const double *x = X + {k} * t;
+    (void) x;
+    {row if kept else ""}
+    {loop_vals}
     {next_c}
     {ys}
   }}"""
@@ -380,6 +394,21 @@ void {name}_rev(npy_intp T, const double *traj, const double *X, const double *G
                     aux + {aw} * t);
   for (int j = 0; j < {m}; j++) gc[j] = gl[j];
 }}
+
+/* the steps steps[0], ..., steps[ns - 1] in that order, values only (a scan of
+   the graph API, _core.scalar_scan): step t reads row t of X and writes row t
+   of Y, and, when traj is not NULL, the carries entering it to row t of traj
+   (rows of {m}) */
+void {name}_scan(npy_intp ns, const npy_intp *steps, double *c, const double *X,
+                 double *Y, double *traj) {{
+  {load}
+  if (traj) {{
+  {scan_steps(True)}
+  }} else {{
+  {scan_steps(False)}
+  }}
+  {store}
+}}
 """
 
 
@@ -401,7 +430,7 @@ def lower_body(loop, name: str = "tapead_body") -> str:
 
 _loaded: Dict[str, native.NativeLibrary] = {}
 _lock = threading.Lock()
-PARTS = ("step", "fwd", "rev", "adj", "adv")     # the functions of a body, in address order
+PARTS = ("step", "fwd", "rev", "adj", "adv", "scan")   # a body's functions, in address order
 
 
 def library(source: str, count: int) -> native.NativeLibrary:
@@ -446,7 +475,7 @@ def compile_loops(loops: Sequence, lock=None) -> Optional[native.NativeLibrary]:
     for loop, k in zip(loops, which):
         if k is None:
             continue
-        step, fwd, rev, adj, adv = lib.addresses[5 * k:5 * k + 5]
+        step, fwd, rev, adj, adv = lib.addresses[len(PARTS) * k:len(PARTS) * k + 5]
         width = widths[k]
         if lock is not None:
             with lock:

@@ -15,13 +15,13 @@ from typing import Dict
 from tapead.compiler import native
 from tapead.compiler.bodies import PRELUDE, _Body, _lock, library
 
-__all__ = ["for_eager", "EAGER_AFTER", "EAGER_MIN_WORK"]
+__all__ = ["for_eager", "compiled", "EAGER_AFTER", "EAGER_MIN_WORK"]
 
 
 EAGER_AFTER = 2            # eager scans of one body before it is compiled (in the background)
 EAGER_MIN_WORK = 4096      # steps x body nodes below which an eager scan stays interpreted
 
-_eager: Dict[tuple, object] = {}        # body key -> times seen, or (library, addresses)
+_eager: Dict[tuple, object] = {}   # body key -> times seen, or (library, addresses, aux width)
 _eager_native: list = []                # [whether native code is on here], once known
 
 
@@ -58,9 +58,23 @@ def for_eager(loop, steps: int) -> bool:
     gradient again runs compiled from then on; the first calls and short
     scans stay on the interpreter, which gives the same bits).  Returns
     whether ``loop`` now runs compiled code."""
-    spec = loop.body_spec()
-    if steps * len(spec[0]) < EAGER_MIN_WORK or not _eager_on():
+    found = compiled(loop.body_spec(), steps)
+    if found is None:
         return False
+    lib, addresses, width = found
+    loop.set_native(lib, *addresses[:5], width)
+    return True
+
+
+def compiled(spec, steps: int, min_work: int = EAGER_MIN_WORK):
+    """``(library, addresses, aux_width)`` of the compiled body ``spec`` (a
+    ``ScalarLoop.body_spec``-style tuple; ``addresses`` in the order of
+    ``bodies.PARTS``) when this process has compiled it, else None.  Counts
+    the call: the ``EAGER_AFTER``-th run of a body over ``steps`` steps
+    (``steps`` x its nodes at least ``EAGER_MIN_WORK``) compiles it in a
+    background thread (``min_work`` in place of ``EAGER_MIN_WORK`` when given)."""
+    if steps * len(spec[0]) < min_work or not _eager_on():
+        return None
     key = _key(spec)
     with _lock:
         seen = _eager.get(key, 0)
@@ -69,21 +83,17 @@ def for_eager(loop, steps: int) -> bool:
             if seen + 1 == EAGER_AFTER:
                 threading.Thread(target=_compile_eager, args=(key, spec), daemon=True,
                                  name="tapead-compile-loop").start()
-            return False
-    lib, addresses = seen
-    if lib is None:
-        return False
-    loop.set_native(lib, *addresses)
-    return True
+            return None
+    return None if seen[0] is None else seen
 
 
 def _compile_eager(key, spec):
     body = _Body(spec)
-    done = (None, ())
+    done = (None, (), 0)
     try:
         if not body.missing():
             lib = library(PRELUDE + body.source("tapead_body_0"), 1)
-            done = (lib, tuple(lib.addresses) + (body.aux_width,))
+            done = (lib, tuple(lib.addresses), body.aux_width)
     except (OSError, RuntimeError, ValueError):
         pass                    # the interpreter stays: same numbers
     with _lock:

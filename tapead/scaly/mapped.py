@@ -44,7 +44,7 @@ from tapead.scaly.sweeps import MASKED_VJPS
 from tapead.errors import LayoutError
 from tapead.scaly.expr import Expr, apply, const, gather, make_node, ones, reshape, scatter
 from tapead.scaly.function import Function
-from tapead.scaly.control.scalar import program_of
+from tapead.scaly.control.scalar import program_of, scan_in_c
 from tapead.scaly.lower import LOWERINGS
 from tapead.scaly.ops import register
 from tapead.scaly.control.scalarize import scalarize
@@ -316,10 +316,7 @@ def _run_impl(*values, fn, callee, length, output, slice_size, starts, strides):
         return _vmap_fn(*values, fn=fn, callee=callee, length=length, output=output,
                         slice_size=slice_size, starts=starts, strides=strides)
     ys = np.zeros((length, sum(y.size for y in fn.outputs)))
-    consts = [0.0 if on_tape else float(ref) for on_tape, ref in prog._slots]
-    with prog._lock:
-        _core.scalar_scan(prog.tape, prog.tape.inputs, prog._ids, consts, np.zeros(0), xs,
-                          ys, np.zeros((0, 0)), np.arange(length, dtype=np.intp))
+    scan_in_c(prog, np.zeros(0), xs, ys, np.zeros((0, 0)), np.arange(length, dtype=np.intp))
     first = sum(y.size for y in fn.outputs[:output])
     return np.ascontiguousarray(ys[:, first:first + slice_size]).reshape(-1)
 

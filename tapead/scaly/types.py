@@ -1,6 +1,7 @@
 """Element types and tensor types of Scaly expressions."""
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 from typing import Tuple
 
@@ -62,15 +63,12 @@ class TensorType:
     (TensorType((3,), float64), TensorType((), bool))
     """
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("shape", "dtype", "size")
 
     def __init__(self, shape=(), dtype=dtypes.float64):
         self.shape = normalize_shape(shape)
         self.dtype = normalize_dtype(dtype)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        self.size = math.prod(self.shape)       # the number of elements
 
     @property
     def dtype_name(self) -> str:

@@ -29,11 +29,13 @@ import numpy as np
 from tapead import _core
 from tapead import _revolve
 from tapead.checkpointing import optimal_forward_steps
+from tapead.compiler import eager
+from tapead.compiler.bodies import PARTS
 from tapead.online import online_forward_steps
 from tapead.scaly.control.spec import make_function
 from tapead.scaly.control.scalarize import scalarize
 
-__all__ = ["program_of", "scan_plan", "run_scan_steps", "while_plan", "run_while_steps",
+__all__ = ["program_of", "scan_plan", "run_scan_steps", "scan_in_c", "while_plan", "run_while_steps",
            "run_checkpointed_steps", "run_while_online_steps", "run_online_reverse_steps"]
 
 
@@ -66,14 +68,20 @@ def run_scan_steps(spec, carries, steps, xs_flat, ys, traj) -> Any:
     if fn is None:
         return None
     L = spec.length
-    carry = np.concatenate([np.ravel(c) for c in carries] + [np.zeros(0)]).astype(np.float64)
-    rows = np.arange(L, dtype=np.int64)
-    columns = [rows.astype(np.float64)] if spec.index else []     # the step number
+    carry = _flat(carries)
+    xs = np.empty((L, (1 if spec.index else 0) + sum(t.size for t in spec.xs_types)))
+    col = 0
+    if spec.index:
+        xs[:, 0] = np.arange(L)                     # the step number
+        col = 1
     for flat, t, (start, stride) in zip(xs_flat, spec.xs_types, spec.windows):
-        for i in range(t.size):
-            columns.append(flat[start + i + rows * stride] if L else np.zeros(0))
-    xs = (np.stack(columns, axis=1) if columns else np.zeros((L, 0))).astype(np.float64)
-    order = np.asarray(steps, dtype=np.intp)
+        if t.size == 1 and stride > 0:
+            xs[:, col] = flat[start::stride][:L]
+        elif L:
+            xs[:, col:col + t.size] = _windows(flat, start, stride, L, t.size)
+        col += t.size
+    order = (np.arange(steps.start, steps.stop, steps.step, dtype=np.intp)
+             if isinstance(steps, range) else np.asarray(steps, dtype=np.intp))
     prog = program_of(fn, list(carry) + list(xs[order[0]]))    # recorded at step one
     if prog is None:
         return None
@@ -81,26 +89,87 @@ def run_scan_steps(spec, carries, steps, xs_flat, ys, traj) -> Any:
     y = np.zeros((L, ny), dtype=np.float64)
     keep = spec.n_carry > 0 and traj[0] is not None
     t = np.zeros((L if keep else 0, carry.size), dtype=np.float64)
-    consts = [0.0 if on_tape else float(ref) for on_tape, ref in prog._slots]
-    with prog._lock:
-        try:
-            _core.scalar_scan(prog.tape, prog.tape.inputs, prog._ids, consts, carry,
-                              np.ascontiguousarray(xs), y, t, order)
-        except ValueError:
-            spec._derived["scalar_plan"] = None        # not all scalar: step from Python
-            return None
+    try:
+        scan_in_c(prog, carry, xs, y, t, order)
+    except ValueError:
+        spec._derived["scalar_plan"] = None        # not all scalar: step from Python
+        return None
+    every = len(order) == L                         # every row: no gathers
+
+    def rows_to(dest, values, shape):
+        if every:
+            dest[...] = values.reshape((L,) + shape)
+        else:
+            dest[order] = values[order].reshape((len(order),) + shape)
     col = 0
     for j, yt in enumerate(spec.y_types):
-        ys[j][order] = y[order, col:col + yt.size].reshape((len(order),) + yt.shape)
+        rows_to(ys[j], y[:, col:col + yt.size], yt.shape)
         col += yt.size
     out, col = [], 0
     for j, ct in enumerate(spec.carry_types):
         if keep:
-            traj[j][order] = t[order, col:col + ct.size].reshape((len(order),) + ct.shape)
+            rows_to(traj[j], t[:, col:col + ct.size], ct.shape)
         value = carry[col:col + ct.size].reshape(ct.shape)
         out.append(float(value) if ct.shape == () else value)
         col += ct.size
     return out
+
+
+def _windows(flat: np.ndarray, start: int, stride: int, L: int, size: int) -> np.ndarray:
+    """(L, size): row k is ``flat[start + k * stride:][:size]``."""
+    step = flat.strides[0] if flat.ndim == 1 else 0
+    if step and stride >= size and start + L * stride <= flat.size:
+        return flat[start:start + L * stride].reshape(L, stride)[:, :size]
+    if step and stride > 0 and start + (L - 1) * stride + size <= flat.size:
+        return np.lib.stride_tricks.as_strided(flat[start:], shape=(L, size),
+                                               strides=(stride * step, step), writeable=False)
+    return flat[start + np.arange(L)[:, None] * stride + np.arange(size)]
+
+
+#: steps x body nodes from which a graph-API loop body is compiled (in the
+#: background, at its second run): a Function is built to be called again,
+#: so smaller loops than ``ta.scan``'s qualify (``tapead.compiler.eager``)
+MIN_WORK = 512
+
+
+def scan_in_c(prog, carry: np.ndarray, xs: np.ndarray, ys: np.ndarray, traj: np.ndarray,
+              order: np.ndarray) -> None:
+    """The steps ``order`` of a loop whose body is the recorded scalar program
+    ``prog`` (inputs: the ``carry.size`` carries, then one row of ``xs``;
+    outputs: the next carries, then one row of ``ys``), by ``_core.scalar_scan``
+    (arguments as there; ``ValueError`` when the body is not all scalar).  A
+    body run often enough is compiled to C in the background
+    (``tapead.compiler.eager``) and runs compiled from then on, with the
+    interpreter's bits."""
+    with prog._lock:
+        lib, address = _compiled_scan(prog, carry.size, len(order))
+        _core.scalar_scan(prog.tape, prog.tape.inputs, prog._ids, _out_consts(prog), carry,
+                          xs, ys, traj, order, address)
+        del lib                                 # kept loaded while the steps ran
+
+
+def _out_consts(prog) -> List[float]:
+    return [0.0 if on_tape else float(ref) for on_tape, ref in prog._slots]
+
+
+def _compiled_scan(prog, nc: int, steps: int):
+    """(library, address of its ``scan`` function) of ``prog``'s tape compiled as
+    a loop body with ``nc`` carries, once this process has compiled it; else
+    (None, 0)."""
+    tp = prog.tape
+    state = getattr(prog, "_scan_native", None)
+    if state is None or state[0] != (nc, tp.n_nodes):
+        op, a, b = tp.export_nodes()
+        ins = [int(i) for i in tp.inputs]
+        spec = (op, a, b, tp.node_constants(), ins[:nc], ins[nc:],
+                [int(i) for i in prog._ids], _out_consts(prog))
+        state = prog._scan_native = [(nc, tp.n_nodes), spec, None]
+    if state[2] is None:
+        state[2] = eager.compiled(state[1], steps, MIN_WORK)
+        if state[2] is None:
+            return None, 0
+    lib, addresses, _ = state[2]
+    return lib, addresses[PARTS.index("scan")]
 
 
 _COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
@@ -255,6 +324,8 @@ class _Sweep:
 
 
 def _flat(values) -> np.ndarray:
+    if len(values) == 1:
+        return np.array(values[0], dtype=np.float64).reshape(-1)
     return np.concatenate([np.ravel(v) for v in values] + [np.zeros(0)]).astype(np.float64)
 
 
