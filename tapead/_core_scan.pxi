@@ -51,9 +51,17 @@ cdef tuple _while_bodies(Tape body, body_ins, body_outs, body_consts, Tape cond,
     return bb, cb, COMPARISONS.index(comparison)
 
 
+cdef void _set_native_steps(_BodyArrays first, _BodyArrays second, Py_ssize_t a,
+                            Py_ssize_t b):
+    """Point two bodies at compiled step functions (0: the interpreter)."""
+    first.body.native_step = <void *> a if a else NULL
+    second.body.native_step = <void *> b if b else NULL
+
+
 def scalar_while(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_ins,
                  cond_outs, cond_consts, str comparison, double[::1] carry,
-                 const double[::1] params, double[:, ::1] traj, Py_ssize_t max_iter):
+                 const double[::1] params, double[:, ::1] traj, Py_ssize_t max_iter,
+                 Py_ssize_t body_native=0, Py_ssize_t cond_native=0):
     """Run a while loop whose body and condition are all-scalar tapes, in C.
 
     Parameters
@@ -73,6 +81,10 @@ def scalar_while(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_in
     traj : float64 array (max_iter, nc) or (0, nc)
         Row k receives the carries entering step k (nothing when empty).
     max_iter : int
+    body_native, cond_native : int
+        Addresses of the compiled ``step`` functions of the body and of the
+        condition (``tapead.compiler.bodies``, generated from these tapes with
+        the parameters as the step's row), or 0 for the interpreter.
 
     Returns
     -------
@@ -86,6 +98,7 @@ def scalar_while(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_in
     bb, cb, how = _while_bodies(body, body_ins, body_outs, body_consts, cond, cond_ins,
                                 cond_outs, cond_consts, comparison, nc, npar,
                                 "scalar_while")
+    _set_native_steps(bb, cb, body_native, cond_native)
     if max_iter < 0 or (keep and (traj.shape[0] < max_iter or traj.shape[1] != nc)):
         raise ValueError("scalar_while: traj needs max_iter rows of nc carries")
     cdef const ScalarBody *bd = &bb.body
@@ -115,10 +128,12 @@ def scalar_while(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_in
 
 def scalar_while_online(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_ins,
                         cond_outs, cond_consts, str comparison, double[::1] carry,
-                        const double[::1] params, Py_ssize_t max_iter, Py_ssize_t s):
+                        const double[::1] params, Py_ssize_t max_iter, Py_ssize_t s,
+                        Py_ssize_t body_native=0, Py_ssize_t cond_native=0):
     """Run a while loop as :func:`scalar_while` does, keeping at most ``s``
     carries (the initial one included) placed by the online rule of
     ``tapead.online.OnlineChain`` (for a checkpointed reverse sweep).
+    ``body_native``, ``cond_native``: as for :func:`scalar_while`.
 
     Returns
     -------
@@ -141,6 +156,7 @@ def scalar_while_online(Tape body, body_ins, body_outs, body_consts, Tape cond, 
     bb, cb, how = _while_bodies(body, body_ins, body_outs, body_consts, cond, cond_ins,
                                 cond_outs, cond_consts, comparison, nc, npar,
                                 "scalar_while_online")
+    _set_native_steps(bb, cb, body_native, cond_native)
     cdef const ScalarBody *bd = &bb.body
     cdef const ScalarBody *cd = &cb.body
     par_arr = np.zeros(max(npar, 1), dtype=np.float64)
@@ -300,7 +316,8 @@ def scalar_scan_checkpointed(Tape fwd, fwd_carry_in, fwd_x_in, fwd_x_cols, fwd_o
                              back_outs, back_consts, const double[:, ::1] xs,
                              const double[::1] params, const double[::1] carry0,
                              double[::1] adjoint, double[:, ::1] ys,
-                             const Py_ssize_t[::1] steps, Py_ssize_t s):
+                             const Py_ssize_t[::1] steps, Py_ssize_t s,
+                             Py_ssize_t fwd_native=0, Py_ssize_t back_native=0):
     """Reverse mode through a scan from at most ``s`` stored carries, in C.
 
     The primal steps are recomputed by the all-scalar tape ``fwd`` under the
@@ -339,6 +356,11 @@ def scalar_scan_checkpointed(Tape fwd, fwd_carry_in, fwd_x_in, fwd_x_cols, fwd_o
         The executed steps in execution order (each in [0, L)).
     s : int
         Stored carries at most, the initial one included (>= 1).
+    fwd_native, back_native : int
+        Addresses of the compiled ``step`` functions of the two bodies
+        (``tapead.compiler.bodies``, generated from these tapes, inputs and
+        columns; they read the parameters from the tapes' value slots), or 0
+        for the interpreter.
 
     Returns
     -------
@@ -370,6 +392,7 @@ def scalar_scan_checkpointed(Tape fwd, fwd_carry_in, fwd_x_in, fwd_x_cols, fwd_o
                                       back_consts, "scalar_scan_checkpointed")
     fa.write_params(params)
     ba.write_params(params)
+    _set_native_steps(fa, ba, fwd_native, back_native)
     cdef Py_ssize_t snaps = min(s, T) if T > 0 else 1
     cur_arr = np.zeros(max(nc, 1), dtype=np.float64)
     cur_arr[:nc] = carry0

@@ -35,17 +35,25 @@ def compiler_found():
     _join_compiles()
 
 
+#: the C loops of the graph API, and how many arguments precede their
+#: compiled-function addresses
+_LOOPS = {"scalar_scan": 9, "scalar_while": 13, "scalar_while_online": 14,
+          "scalar_scan_checkpointed": 19}
+
+
 @pytest.fixture
 def calls(monkeypatch):
-    """The ``native`` argument of every ``_core.scalar_scan`` call (0: the
-    interpreter ran the steps)."""
+    """Whether each C loop call ran compiled code (its compiled-function
+    addresses were given and not 0)."""
     seen = []
-    orig = _core.scalar_scan
 
-    def spy(*args):
-        seen.append(args[9] if len(args) > 9 else 0)
-        return orig(*args)
-    monkeypatch.setattr(_core, "scalar_scan", spy)
+    def spy_on(name, orig, n):
+        def spy(*args):
+            seen.append(len(args) > n and all(args[n:]))
+            return orig(*args)
+        return spy
+    for name, n in _LOOPS.items():
+        monkeypatch.setattr(_core, name, spy_on(name, getattr(_core, name), n))
     return seen
 
 
@@ -174,14 +182,36 @@ def test_mapped_calls_run_compiled_stages(calls):
     np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-13)
 
 
+def _unique_fn(T, c):
+    """A rollout whose body no other test compiles (its constant ``c``)."""
+    @sc.function(sc.arg("x", 2), sc.arg("u", ()))
+    def body(x, u):
+        return x + c * sc.stack([x[1], u]), (x * x).sum()
+
+    @sc.function(sc.arg("x0", 2), sc.arg("us", T),
+                 outputs=sc.group(sc.arg("final", 2), sc.arg("cost", ())))
+    def rollout(x0, us):
+        final, (ys,) = sc.scan(body, x0, (us,), length=T)
+        return final, ys.sum()
+    return rollout
+
+
 def test_small_loops_and_native_off_stay_interpreted(calls, monkeypatch):
-    fn = _scan_fn("rollout", 5)                 # 5 steps x a few nodes < MIN_WORK
+    fn = _unique_fn(5, 0.0625)              # 5 steps x a few nodes < MIN_WORK
     for _ in range(eager.EAGER_AFTER + 1):
         fn(np.array([0.3, -0.2]), np.ones(5))
     _join_compiles()
     assert calls and not any(calls)
+    # once a longer loop of the same body compiled it, short ones run it too
+    long = _unique_fn(500, 0.0625)
+    for _ in range(eager.EAGER_AFTER):
+        long(np.array([0.3, -0.2]), np.ones(500))
+    _join_compiles()
+    del calls[:]
+    fn(np.array([0.3, -0.2]), np.ones(5))
+    assert calls and all(calls)
     monkeypatch.setenv("TAPEAD_NATIVE", "0")
-    fn = _scan_fn("rollout", 500)
+    fn = _unique_fn(500, 0.03125)
     del calls[:]
     for _ in range(eager.EAGER_AFTER + 1):
         fn(np.array([0.3, -0.2]), np.ones(500))
@@ -204,7 +234,7 @@ def test_the_compiled_body_is_the_bodys_tape():
         fn(x0, us)
         spec = next(n.attrs["spec"] for n in _nodes(fn) if n.op == "scan")
         progs.append(spec._derived["scalar_plan"]._programs[True])
-    states = [p._scan_native[2] for p in progs]
+    states = [next(iter(p._native_bodies.values()))[1] for p in progs]
     assert all(s is not None for s in states)
     assert states[0][0] is states[1][0] and states[0][0] is not states[2][0]
     assert scalar.MIN_WORK <= T * 4
@@ -232,3 +262,94 @@ def test_compiled_gradient_matches_jax(calls):
         return (ys * ys).sum() + (final * final).sum()
     want = np.asarray(jax.grad(cost)(us))
     np.testing.assert_allclose(g, want, rtol=0, atol=1e-12 * np.abs(want).max())
+
+
+BOOL = sc.TensorType((), sc.dtypes.bool_)
+
+
+def _stretched(s):
+    """A while loop with a parameter (its count depends on the values)."""
+    @sc.function(sc.arg("x", 2), sc.arg("p", ()), outputs=sc.arg("go", BOOL))
+    def unfinished(x, p):
+        return x.sum() < 200.0
+
+    @sc.function(sc.arg("x", 2), sc.arg("p", ()))
+    def stretch(x, p):
+        return x * p + sc.stack([x[1], x[0]]).sin() * 0.1
+
+    @sc.function(sc.arg("x0", 2), sc.arg("p", ()),
+                 outputs=sc.group(sc.arg("y", ()), sc.arg("n", sc.TensorType((), sc.dtypes.int64))))
+    def run(x0, p):
+        x, n = sc.while_loop(unfinished, stretch, x0, max_iter=500, params=(p,),
+                             checkpoints=s)
+        return (x * x).sum(), n
+    return run
+
+
+@pytest.mark.parametrize("s", [None, 3])
+def test_compiled_while_loops_give_the_interpreters_bits(s, calls):
+    run = _stretched(s)
+    args = (np.array([0.3, 0.1]), np.array(1.05))
+    ref, out = _run_compiled(run, *args, calls=calls)
+    _same_bits(ref, out)
+    assert int(out[1]) > 50
+    for wrt in ("x0", "p"):
+        grad = sc.gradient(run, "y", wrt)
+        ref, out = _run_compiled(grad, *args, calls=calls)
+        _same_bits(ref, out)
+    # against differences in p (the count is locally constant), Richardson-
+    # extrapolated (the value grows like p**n: plain differences are off by 1e-7)
+    def central(h):
+        return (run(args[0], args[1] + h)[0] - run(args[0], args[1] - h)[0]) / (2 * h)
+    np.testing.assert_allclose(out, (4 * central(5e-6) - central(1e-5)) / 3, rtol=1e-7)
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return
+    jax.config.update("jax_enable_x64", True)
+    n = int(run(*args)[1])
+
+    def unrolled(p):
+        x = jnp.asarray(args[0])
+        for _ in range(n):
+            x = x * p + jnp.sin(jnp.stack([x[1], x[0]])) * 0.1
+        return (x * x).sum()
+    np.testing.assert_allclose(out, float(jax.grad(unrolled)(float(args[1]))), rtol=1e-13)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_compiled_checkpointed_scans_give_the_interpreters_bits(reverse, calls):
+    T = 500
+
+    @sc.function(sc.arg("x", 2), sc.arg("u", ()))
+    def body(x, u):
+        return x + H * sc.stack([x[1].sin(), u]), (x * x).sum()
+
+    @sc.function(sc.arg("x0", 2), sc.arg("us", T),
+                 outputs=sc.group(sc.arg("final", 2), sc.arg("cost", ())))
+    def rollout(x0, us):
+        final, (costs,) = sc.scan(body, x0, (us,), length=T, checkpoints=7, reverse=reverse)
+        return final, costs.sum()
+
+    x0, us = np.array([1.0, 0.0]), np.sin(np.linspace(0.0, 6.0, T))
+    for wrt in ("us", "x0"):
+        grad = sc.gradient(rollout, "cost", wrt)
+        ref, out = _run_compiled(grad, x0, us, calls=calls)
+        _same_bits(ref, out)
+        stored = sc.gradient(_scan_like(rollout, T, reverse), "cost", wrt)(x0, us)
+        np.testing.assert_allclose(out, stored, rtol=1e-13, atol=1e-13)
+
+
+def _scan_like(_, T, reverse):
+    """The same rollout storing every step (no checkpoints)."""
+    @sc.function(sc.arg("x", 2), sc.arg("u", ()))
+    def body(x, u):
+        return x + H * sc.stack([x[1].sin(), u]), (x * x).sum()
+
+    @sc.function(sc.arg("x0", 2), sc.arg("us", T),
+                 outputs=sc.group(sc.arg("final", 2), sc.arg("cost", ())))
+    def rollout(x0, us):
+        final, (costs,) = sc.scan(body, x0, (us,), length=T, reverse=reverse)
+        return final, costs.sum()
+    return rollout

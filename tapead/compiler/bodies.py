@@ -184,7 +184,19 @@ class _Body:
     """The checked structure of one ``ScalarLoop``'s body."""
 
     def __init__(self, spec):
-        op, a, b, consts, cin, xin, outs, outc = spec
+        op, a, b, consts, cin, xin, outs, outc = spec[:8]
+        # the column of a step's input row each x input reads, and the row's
+        # length (by default: x input j reads column j of rows of len(xin))
+        self.xcols = [int(c) for c in spec[8]] if len(spec) > 8 else list(range(len(xin)))
+        self.row_len = int(spec[9]) if len(spec) > 9 else len(xin)
+        # inputs written once before the steps (the loop's parameters): the
+        # step function reads them from the tape's value slots, and a body
+        # with parameters has no other function
+        self.params = [int(i) for i in spec[10]] if len(spec) > 10 else []
+        # only a step function: a body with parameters, or whose carries
+        # outnumber its outputs (a backward body, whose carries are the
+        # adjoints and the primal's carries)
+        self.step_only = bool(self.params) or len(outs) < len(cin)
         self.op, self.a, self.b = [int(v) for v in op], [int(v) for v in a], \
             [int(v) for v in b]
         self.consts = [float(v) for v in consts]
@@ -202,8 +214,10 @@ class _Body:
     def missing(self) -> List[str]:
         """What keeps this body on the interpreter (empty: it compiles)."""
         why = []
-        inputs = set(self.cin) | set(self.xin)
+        inputs = set(self.cin) | set(self.xin) | set(self.params)
         packs = {i for i, o in enumerate(self.op) if o == _OBJ}
+        if len(self.xcols) != self.k or not all(0 <= c < self.row_len for c in self.xcols):
+            why.append("an x input reads a column outside the step's row")
         for i, o in enumerate(self.op):
             if o == _OBJ:
                 continue                # ScalarLoop checked that no scalar node reads it
@@ -236,13 +250,14 @@ class _Body:
         :data:`STORED` nodes are also written to the row ``aux``; ``"load"``:
         they are read from it instead of computed."""
         lines = []
-        col = {n: j for j, n in enumerate(self.xin)}
+        col = {n: self.xcols[j] for j, n in enumerate(self.xin)}
         car = {n: j for j, n in enumerate(self.cin)}
         for i, o in enumerate(self.op):
             if o == _OBJ:
                 continue
             if o == _INPUT:
-                src = f"{carry}[{car[i]}]" if i in car else f"{x}[{col[i]}]"
+                src = f"{carry}[{car[i]}]" if i in car else \
+                    f"{x}[{col[i]}]" if i in col else f"val[{i}]"       # a parameter
                 lines.append(f"const double v{i} = {src};")
                 continue
             _, value, d0, d1 = _BY_CODE[o]
@@ -296,12 +311,22 @@ class _Body:
 
     def source(self, name: str) -> str:
         """The functions of this body, ``<name>_step``, ``_adv``, ``_fwd``,
-        ``_adj``, ``_rev`` and ``_scan`` (see the module doc)."""
-        m, k, q, w = self.m, self.k, self.q, max(self.m, 1)
+        ``_adj``, ``_rev`` and ``_scan`` (see the module doc); only ``_step``
+        for a body with parameters or more carries than outputs."""
+        m, k, q, w, r = self.m, self.k, self.q, max(self.m, 1), self.row_len
         ind = "\n    "
         vals = ind.join(self.values("c", "x"))
         step_outs = ind.join(f"val[{self.outs[j]}] = {self.out(j)};"
-                             for j in range(m + q) if self.outs[j] >= 0)
+                             for j in range(len(self.outs)) if self.outs[j] >= 0)
+        step = f"""
+/* a loop body of {len(self.op)} nodes: {m} carries, {k} step inputs, {len(self.outs)} outputs */
+void {name}_step(const double *c, const double *x, double *val) {{
+    {vals}
+    {step_outs}
+}}
+"""
+        if self.step_only:
+            return step
         aw = max(self.aux_width, 1)
         keep = ind.join([f"traj[{w} * t + {j}] = cl[{j}];" for j in range(m)] +
                         [f"double *a = aux + {aw} * t;", "(void) a;"])
@@ -317,7 +342,7 @@ class _Body:
 
         def steps(kept):
             return f"""for (npy_intp t = 0; t < T; t++) {{
-    const double *x = X + {k} * t;
+    const double *x = X + {r} * t;
     (void) x;
     {keep if kept else ""}
     {kept_vals if kept else loop_vals}
@@ -328,7 +353,7 @@ class _Body:
             row = ind.join(f"traj[{m} * t + {j}] = cl[{j}];" for j in range(m))
             return f"""for (npy_intp s = 0; s < ns; s++) {{
     const npy_intp t = steps[s];
-    const double *x = X + {k} * t;
+    const double *x = X + {r} * t;
     (void) x;
     {row if kept else ""}
     {loop_vals}
@@ -337,17 +362,11 @@ class _Body:
   }}"""
         # the carries live in a local array (registers), not behind the pointer
         # that Y and traj might alias
-        return f"""
-/* a loop body of {len(self.op)} nodes: {m} carries, {k} inputs and {q} outputs per step */
-void {name}_step(const double *c, const double *x, double *val) {{
-    {vals}
-    {step_outs}
-}}
-
+        return step + f"""
 void {name}_adv(npy_intp T, double *c, const double *X) {{
   {load}
   for (npy_intp t = 0; t < T; t++) {{
-    const double *x = X + {k} * t;
+    const double *x = X + {r} * t;
     (void) x;
     {loop_vals}
     {next_c}
@@ -390,7 +409,7 @@ void {name}_rev(npy_intp T, const double *traj, const double *X, const double *G
   double gl[{w}] = {{0.0}};
   for (int j = 0; j < {m}; j++) gl[j] = gc[j];
   for (npy_intp t = T - 1; t >= 0; t--)
-    {name}_adj_kept(traj + {w} * t, X + {k} * t, GY + {q} * t, gl, GX + {k} * t,
+    {name}_adj_kept(traj + {w} * t, X + {r} * t, GY + {q} * t, gl, GX + {k} * t,
                     aux + {aw} * t);
   for (int j = 0; j < {m}; j++) gc[j] = gl[j];
 }}
@@ -433,16 +452,17 @@ _lock = threading.Lock()
 PARTS = ("step", "fwd", "rev", "adj", "adv", "scan")   # a body's functions, in address order
 
 
-def library(source: str, count: int) -> native.NativeLibrary:
+def library(source: str, count: int, parts: Sequence[str] = PARTS) -> native.NativeLibrary:
     """The loaded library of ``count`` bodies ``tapead_body_<k>`` whose C is
-    ``source`` (built, or found on disk, once per process; the compiler runs
-    outside the lock, so scans that only look a body up do not wait)."""
+    ``source``, with functions ``parts`` each (built, or found on disk, once
+    per process; the compiler runs outside the lock, so scans that only look
+    a body up do not wait)."""
     with _lock:
         lib = _loaded.get(source)
     if lib is None:
         path, seconds, cached = native._build(source, "loops", native._flags())
         lib = native.NativeLibrary(path, [f"tapead_body_{k}_{part}" for k in range(count)
-                                          for part in PARTS], seconds, cached)
+                                          for part in parts], seconds, cached)
         with _lock:
             lib = _loaded.setdefault(source, lib)
     return lib

@@ -13,7 +13,7 @@ import threading
 from typing import Dict
 
 from tapead.compiler import native
-from tapead.compiler.bodies import PRELUDE, _Body, _lock, library
+from tapead.compiler.bodies import PARTS, PRELUDE, _Body, _lock, library
 
 __all__ = ["for_eager", "compiled", "EAGER_AFTER", "EAGER_MIN_WORK"]
 
@@ -46,9 +46,9 @@ def _eager_on() -> bool:
 
 
 def _key(spec) -> tuple:
-    op, a, b, consts, cin, xin, outs, outc = spec
-    return (op.tobytes(), a.tobytes(), b.tobytes(), consts.tobytes(), tuple(cin), tuple(xin),
-            tuple(outs), tuple(outc))
+    op, a, b, consts = spec[:4]
+    return (op.tobytes(), a.tobytes(), b.tobytes(), consts.tobytes()) + tuple(
+        tuple(v) if isinstance(v, (list, tuple)) else v for v in spec[4:])
 
 
 def for_eager(loop, steps: int) -> bool:
@@ -66,19 +66,26 @@ def for_eager(loop, steps: int) -> bool:
     return True
 
 
-def compiled(spec, steps: int, min_work: int = EAGER_MIN_WORK):
+def compiled(spec, steps: int, min_work: int = EAGER_MIN_WORK, small: bool = False):
     """``(library, addresses, aux_width)`` of the compiled body ``spec`` (a
     ``ScalarLoop.body_spec``-style tuple; ``addresses`` in the order of
     ``bodies.PARTS``) when this process has compiled it, else None.  Counts
     the call: the ``EAGER_AFTER``-th run of a body over ``steps`` steps
     (``steps`` x its nodes at least ``EAGER_MIN_WORK``) compiles it in a
-    background thread (``min_work`` in place of ``EAGER_MIN_WORK`` when given)."""
-    if steps * len(spec[0]) < min_work or not _eager_on():
+    background thread (``min_work`` in place of ``EAGER_MIN_WORK`` when given).
+    ``small``: a run below ``min_work`` still gets the compiled body when there
+    is one (it only does not count towards compiling it)."""
+    if not _eager_on():
+        return None
+    short = steps * len(spec[0]) < min_work
+    if short and not small:
         return None
     key = _key(spec)
     with _lock:
         seen = _eager.get(key, 0)
         if type(seen) is int:
+            if short:
+                return None
             _eager[key] = seen + 1
             if seen + 1 == EAGER_AFTER:
                 threading.Thread(target=_compile_eager, args=(key, spec), daemon=True,
@@ -92,7 +99,8 @@ def _compile_eager(key, spec):
     done = (None, (), 0)
     try:
         if not body.missing():
-            lib = library(PRELUDE + body.source("tapead_body_0"), 1)
+            lib = library(PRELUDE + body.source("tapead_body_0"), 1,
+                          ("step",) if body.step_only else PARTS)
             done = (lib, tuple(lib.addresses), body.aux_width)
     except (OSError, RuntimeError, ValueError):
         pass                    # the interpreter stays: same numbers

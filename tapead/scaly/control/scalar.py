@@ -142,7 +142,7 @@ def scan_in_c(prog, carry: np.ndarray, xs: np.ndarray, ys: np.ndarray, traj: np.
     (``tapead.compiler.eager``) and runs compiled from then on, with the
     interpreter's bits."""
     with prog._lock:
-        lib, address = _compiled_scan(prog, carry.size, len(order))
+        lib, address = _compiled(prog, len(order), nc=carry.size)
         _core.scalar_scan(prog.tape, prog.tape.inputs, prog._ids, _out_consts(prog), carry,
                           xs, ys, traj, order, address)
         del lib                                 # kept loaded while the steps ran
@@ -152,24 +152,44 @@ def _out_consts(prog) -> List[float]:
     return [0.0 if on_tape else float(ref) for on_tape, ref in prog._slots]
 
 
-def _compiled_scan(prog, nc: int, steps: int):
-    """(library, address of its ``scan`` function) of ``prog``'s tape compiled as
-    a loop body with ``nc`` carries, once this process has compiled it; else
-    (None, 0)."""
+def _compiled(prog, steps: int, part: str = "scan", nc: int = 0, layout=None,
+              condition: bool = False):
+    """(library, address of its function ``part``, ``bodies.PARTS``) of
+    ``prog``'s tape compiled as a loop body, once this process has compiled
+    it; else (None, 0).
+
+    By default its first ``nc`` inputs are the carries and the others read one
+    column each, in order; ``layout`` = (carry input ids, step input ids, their
+    columns, the row's length, parameter input ids) says otherwise (a body
+    with parameters compiles only its ``step``, which reads them from the
+    tape's value slots).  ``condition``: the tape is a while loop's condition,
+    whose outputs (the two sides of its comparison) are not carries: its
+    carries pass through unchanged (only its ``step`` is meant to run)."""
     tp = prog.tape
-    state = getattr(prog, "_scan_native", None)
-    if state is None or state[0] != (nc, tp.n_nodes):
-        op, a, b = tp.export_nodes()
+    if layout is None:
         ins = [int(i) for i in tp.inputs]
-        spec = (op, a, b, tp.node_constants(), ins[:nc], ins[nc:],
-                [int(i) for i in prog._ids], _out_consts(prog))
-        state = prog._scan_native = [(nc, tp.n_nodes), spec, None]
-    if state[2] is None:
-        state[2] = eager.compiled(state[1], steps, MIN_WORK)
-        if state[2] is None:
+        layout = (ins[:nc], ins[nc:], range(len(ins) - nc), len(ins) - nc, ())
+    cin, xin, cols, row_len, params = (tuple(int(v) for v in part_) if k != 3 else int(part_)
+                                       for k, part_ in enumerate(layout))
+    key = (tp.n_nodes, cin, xin, cols, row_len, params, condition)
+    found = prog.__dict__.setdefault("_native_bodies", {})
+    state = found.get(key)
+    if state is None:
+        op, a, b = tp.export_nodes()
+        outs, consts = [int(i) for i in prog._ids], _out_consts(prog)
+        if condition:
+            outs, consts = list(cin) + outs, [0.0] * len(cin) + consts
+        spec = (op, a, b, tp.node_constants(), list(cin), list(xin), outs, consts, cols,
+                row_len, params)
+        state = found[key] = [spec, None]
+    if state[1] is None:
+        state[1] = eager.compiled(state[0], steps, MIN_WORK, small=True)
+        if state[1] is None:
             return None, 0
-    lib, addresses, _ = state[2]
-    return lib, addresses[PARTS.index("scan")]
+    lib, addresses, _ = state[1]
+    if len(addresses) < len(PARTS) and part != "step":
+        return None, 0                          # a body with parameters: its step only
+    return lib, addresses[PARTS.index(part)]
 
 
 _COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
@@ -209,12 +229,13 @@ def run_while_steps(spec, carries, xs_flat, traj) -> Any:
         return None
     keep = spec.n_carry > 0 and traj[0] is not None
     t = np.zeros((spec.length if keep else 0, carry.size), dtype=np.float64)
-    consts = [[0.0 if on_tape else float(ref) for on_tape, ref in p._slots] for p in (bp, cp)]
     with bp._lock, cp._lock:
         try:
-            count = _core.scalar_while(bp.tape, bp.tape.inputs, bp._ids, consts[0], cp.tape,
-                                       cp.tape.inputs, cp._ids, consts[1], comparison,
-                                       carry, params, t, spec.length)
+            native = _while_steps(bp, cp, carry.size, spec.length)
+            count = _core.scalar_while(bp.tape, bp.tape.inputs, bp._ids, _out_consts(bp),
+                                       cp.tape, cp.tape.inputs, cp._ids, _out_consts(cp),
+                                       comparison, carry, params, t, spec.length, *native[1:])
+            del native                          # (its libraries kept loaded until here)
         except ValueError:
             spec._derived["while_plan"] = None          # not all scalar: step from Python
             return None
@@ -226,6 +247,16 @@ def run_while_steps(spec, carries, xs_flat, traj) -> Any:
         out.append(float(value) if ct.shape == () else value)
         col += ct.size
     return out, count
+
+
+def _while_steps(bp, cp, nc: int, steps: int):
+    """(libraries, body step address, condition step address) of a while
+    loop's compiled body and condition, both compiled (else 0, 0)."""
+    blib, body = _compiled(bp, steps, "step", nc=nc)
+    clib, cond = _compiled(cp, steps, "step", nc=nc, condition=True)
+    if not (body and cond):
+        return None, 0, 0
+    return (blib, clib), body, cond
 
 
 class _Sweep:
@@ -295,6 +326,8 @@ class _Sweep:
                      bin_[nb:nb + ni] + bin_[nb + ni + nc:], self.back_cols, bprog._ids,
                      [0.0 if on_tape else float(ref) for on_tape, ref in bprog._slots])
         self.y = np.zeros((L, sum(t.size for t in spec.y_types)), dtype=np.float64)
+        self.layouts = [_sweep_layout(body[1], body[2], body[3], xs.shape[1])
+                        for body in (self.fwd, self.back)]
         self.ok = True
 
     def run(self, carry0: np.ndarray, adjoint: np.ndarray, order: np.ndarray, s: int) -> Any:
@@ -306,9 +339,13 @@ class _Sweep:
         fprog, bprog = self.progs
         with fprog._lock, bprog._lock:
             try:
+                flib, fstep = _compiled(fprog, len(order), "step", layout=self.layouts[0])
+                blib, bstep = _compiled(bprog, len(order), "step", layout=self.layouts[1])
+                if not (fstep and bstep):
+                    fstep = bstep = 0
                 return int(_core.scalar_scan_checkpointed(
                     *self.fwd, *self.back, self.xs, self.params, carry0, adjoint, self.y,
-                    order, s))
+                    order, s, fstep, bstep))
             except ValueError:
                 self.spec._derived["scalar_plan"] = None   # not all scalar: from Python
                 return None
@@ -321,6 +358,14 @@ class _Sweep:
             ys[j][...] = self.y[:, col:col + yt.size].reshape((L,) + yt.shape)
             col += yt.size
         return _split(adjoint, self.spec.carry_types)
+
+
+def _sweep_layout(carry_in, x_in, x_cols, row_len: int) -> tuple:
+    """A checkpointed loop body's inputs as ``_compiled``'s layout: the step
+    inputs reading a column, and the parameters (negative columns)."""
+    per_step = [j for j, c in enumerate(x_cols) if c >= 0]
+    return (carry_in, [x_in[j] for j in per_step], [x_cols[j] for j in per_step], row_len,
+            [x_in[j] for j, c in enumerate(x_cols) if c < 0])
 
 
 def _flat(values) -> np.ndarray:
@@ -382,13 +427,14 @@ def run_while_online_steps(spec, carries, xs_flat) -> Any:
     bp, cp = program_of(body, start), program_of(cond, start)
     if bp is None or cp is None:
         return None
-    consts = [[0.0 if on_tape else float(ref) for on_tape, ref in p._slots] for p in (bp, cp)]
     with bp._lock, cp._lock:
         try:
+            native = _while_steps(bp, cp, carry.size, spec.length)
             count, steps, stored = _core.scalar_while_online(
-                bp.tape, bp.tape.inputs, bp._ids, consts[0], cp.tape, cp.tape.inputs,
-                cp._ids, consts[1], comparison, carry, params, spec.length,
-                spec.checkpoints)
+                bp.tape, bp.tape.inputs, bp._ids, _out_consts(bp), cp.tape, cp.tape.inputs,
+                cp._ids, _out_consts(cp), comparison, carry, params, spec.length,
+                spec.checkpoints, *native[1:])
+            del native
         except ValueError:
             spec._derived["while_plan"] = None          # not all scalar: step from Python
             return None
