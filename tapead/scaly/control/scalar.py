@@ -82,7 +82,9 @@ def run_scan_steps(spec, carries, steps, xs_flat, ys, traj) -> Any:
         col += t.size
     order = (np.arange(steps.start, steps.stop, steps.step, dtype=np.intp)
              if isinstance(steps, range) else np.asarray(steps, dtype=np.intp))
-    prog = program_of(fn, list(carry) + list(xs[order[0]]))    # recorded at step one
+    prog = fn._programs.get(True)
+    if prog is None or prog._spread:
+        prog = program_of(fn, list(carry) + list(xs[order[0]]))    # recorded at step one
     if prog is None:
         return None
     ny = sum(t.size for t in spec.y_types)
@@ -166,13 +168,31 @@ def _compiled(prog, steps: int, part: str = "scan", nc: int = 0, layout=None,
     whose outputs (the two sides of its comparison) are not carries: its
     carries pass through unchanged (only its ``step`` is meant to run)."""
     tp = prog.tape
+    found = prog.__dict__.setdefault("_native_bodies", {})
+    quick = (nc, condition, tp.n_nodes) if layout is None else None
+    state = found.get(quick)                   # the default layout: looked up by nc
+    if state is None:
+        state = _body_state(prog, tp, found, nc, layout, condition)
+        if quick is not None:
+            found[quick] = state
+    if state[1] is None:
+        state[1] = eager.compiled(state[0], steps, MIN_WORK, small=True)
+        if state[1] is None:
+            return None, 0
+    lib, addresses, _ = state[1]
+    if len(addresses) < len(PARTS) and part != "step":
+        return None, 0                          # a body with parameters: its step only
+    return lib, addresses[PARTS.index(part)]
+
+
+def _body_state(prog, tp, found, nc, layout, condition) -> list:
+    """[compiler spec, compiled body or None] of ``prog`` in ``layout``."""
     if layout is None:
         ins = [int(i) for i in tp.inputs]
         layout = (ins[:nc], ins[nc:], range(len(ins) - nc), len(ins) - nc, ())
     cin, xin, cols, row_len, params = (tuple(int(v) for v in part_) if k != 3 else int(part_)
                                        for k, part_ in enumerate(layout))
     key = (tp.n_nodes, cin, xin, cols, row_len, params, condition)
-    found = prog.__dict__.setdefault("_native_bodies", {})
     state = found.get(key)
     if state is None:
         op, a, b = tp.export_nodes()
@@ -182,14 +202,7 @@ def _compiled(prog, steps: int, part: str = "scan", nc: int = 0, layout=None,
         spec = (op, a, b, tp.node_constants(), list(cin), list(xin), outs, consts, cols,
                 row_len, params)
         state = found[key] = [spec, None]
-    if state[1] is None:
-        state[1] = eager.compiled(state[0], steps, MIN_WORK, small=True)
-        if state[1] is None:
-            return None, 0
-    lib, addresses, _ = state[1]
-    if len(addresses) < len(PARTS) and part != "step":
-        return None, 0                          # a body with parameters: its step only
-    return lib, addresses[PARTS.index(part)]
+    return state
 
 
 _COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
