@@ -10,7 +10,7 @@ operands move by a fixed stride per period -- and turns the block into one C
 loop over the periods with the period's nodes as straight-line code (values
 of the same period in locals, every value also stored in the tape's value
 array for the nodes after it).  The rest of the run stays on the
-interpreter.  Each node's value is the C of ``tapead.compiler.bodies.RULES``,
+interpreter.  Each node's value is the C of ``tapead.compiler.scalar_c.RULES``,
 the interpreter's operations, so the bits are the interpreter's.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from tapead.compiler import native
-from tapead.compiler.bodies import PRELUDE, _BY_CODE, _FIRST_CONST, _literal, _sub
+from tapead.compiler.scalar_c import PRELUDE, _BY_CODE, _FIRST_CONST, _literal, _sub
 
 __all__ = ["plan_runs", "lower_runs", "compile_runs", "MIN_RUN"]
 

@@ -19,6 +19,12 @@ Python per step (``_core``'s one scalar-body replay, ``_core_loop.pxi``):
 
 Each returns None (nothing done) when its loop cannot run there; the caller
 (``tapead.scaly.control.lowering``) then steps the body from Python.
+
+A body that has run twice (with at least ``MIN_WORK`` steps x nodes) is
+compiled to C in the background (``tapead.compiler.bodies``, the code
+``ta.jit`` gives its loops): a scan then runs as one compiled loop over its
+steps, and a while loop or a checkpointed sweep calls the compiled step --
+the same bits as walking the tape.
 """
 from __future__ import annotations
 
@@ -35,8 +41,9 @@ from tapead.online import online_forward_steps
 from tapead.scaly.control.spec import make_function
 from tapead.scaly.control.scalarize import scalarize
 
-__all__ = ["program_of", "scan_plan", "run_scan_steps", "scan_in_c", "while_plan", "run_while_steps",
-           "run_checkpointed_steps", "run_while_online_steps", "run_online_reverse_steps"]
+__all__ = ["program_of", "scan_plan", "run_scan_steps", "scan_in_c", "while_plan",
+           "run_while_steps", "run_checkpointed_steps", "run_while_online_steps",
+           "run_online_reverse_steps"]
 
 
 def program_of(fn, values: List[float]) -> Any:
