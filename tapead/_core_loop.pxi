@@ -54,13 +54,15 @@ cdef class _BodyArrays:
     cdef ScalarBody body
 
     def __cinit__(self, Tape tp, carry_in, x_in, x_cols, out_ids, out_consts, str who,
-                  bint packs=False):
+                  bint packs=False, bint guards=False):
         cdef Py_ssize_t i
         cdef int o
         for i in range(tp.n):
             o = tp.op[i]
             if packs and o == OP_OBJ and _unread_pack(tp, i):
                 continue            # a small vector of the body's scalars: no step reads it
+            if guards and o == OP_GUARD:
+                continue            # a condition's own comparison: a step computes its sides
             if o != OP_INPUT and o < FIRST_BINARY:
                 raise ValueError(f"{who}: node {i} of the body's tape is not a scalar node "
                                  f"(opcode {tp.op[i]}); loop over it with Tape.evaluate instead")

@@ -31,7 +31,7 @@ COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 
 cdef tuple _while_bodies(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_ins,
                          cond_outs, cond_consts, str comparison, Py_ssize_t nc,
-                         Py_ssize_t npar, str who):
+                         Py_ssize_t npar, str who, bint cond_guards=False):
     """(body, condition, comparison code) of a while loop, its arguments checked."""
     if comparison not in COMPARISONS:
         raise ValueError(f"{who}: comparison {comparison!r} is not one of "
@@ -45,7 +45,7 @@ cdef tuple _while_bodies(Tape body, body_ins, body_outs, body_consts, Tape cond,
     bb = _BodyArrays(body, list(body_ins)[:nc], list(body_ins)[nc:], cols, body_outs,
                      body_consts, who)
     cb = _BodyArrays(cond, list(cond_ins)[:nc], list(cond_ins)[nc:], cols, cond_outs,
-                     cond_consts, who)
+                     cond_consts, who, guards=cond_guards)
     body.partials_stale = True
     cond.partials_stale = True
     return bb, cb, COMPARISONS.index(comparison)
@@ -61,7 +61,8 @@ cdef void _set_native_steps(_BodyArrays first, _BodyArrays second, Py_ssize_t a,
 def scalar_while(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_ins,
                  cond_outs, cond_consts, str comparison, double[::1] carry,
                  const double[::1] params, double[:, ::1] traj, Py_ssize_t max_iter,
-                 Py_ssize_t body_native=0, Py_ssize_t cond_native=0):
+                 Py_ssize_t body_native=0, Py_ssize_t cond_native=0,
+                 bint cond_guards=False):
     """Run a while loop whose body and condition are all-scalar tapes, in C.
 
     Parameters
@@ -85,6 +86,9 @@ def scalar_while(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_in
         Addresses of the compiled ``step`` functions of the body and of the
         condition (``tapead.compiler.bodies``, generated from these tapes with
         the parameters as the step's row), or 0 for the interpreter.
+    cond_guards : bool
+        The condition's tape may hold guards (its comparison, recorded when
+        it ran on tracers): a step skips them.
 
     Returns
     -------
@@ -97,7 +101,7 @@ def scalar_while(Tape body, body_ins, body_outs, body_consts, Tape cond, cond_in
     cdef int how
     bb, cb, how = _while_bodies(body, body_ins, body_outs, body_consts, cond, cond_ins,
                                 cond_outs, cond_consts, comparison, nc, npar,
-                                "scalar_while")
+                                "scalar_while", cond_guards)
     _set_native_steps(bb, cb, body_native, cond_native)
     if max_iter < 0 or (keep and (traj.shape[0] < max_iter or traj.shape[1] != nc)):
         raise ValueError("scalar_while: traj needs max_iter rows of nc carries")

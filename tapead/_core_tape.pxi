@@ -366,6 +366,20 @@ cdef class Tape(Trace):
         rec.info = ("fn", (<Tracer>x).idx, fn, result, what)
         self.push_record(OP_GUARD, rec, 0.0)
 
+    def comparison_guards(self):
+        """The guards this tape holds: ``None`` for each that is not a comparison
+        of values (a ``guard_value``), else ``(node, code, x node, y node, x, y,
+        result)`` (code 0-5: < <= > >= == !=; node -1 for an operand that is not
+        a node of this tape, whose value ``x``/``y`` then is), in tape order --
+        for compilers of loop conditions."""
+        cdef Py_ssize_t i
+        out = []
+        for i in range(self.n):
+            if self.op[i] == OP_GUARD:
+                info = (<Record>self.recs[<Py_ssize_t>self.p0[i]]).info
+                out.append((i,) + tuple(info) if type(info[0]) is int else None)
+        return out
+
     cdef guard(self, int code, object x, object y, object result):
         cdef Record rec = Record.__new__(Record)
         rec.prim = None

@@ -9,7 +9,9 @@ structures; a branch whose result does not fit what follows fails there.
 
 ``while_loop`` without ``checkpoints`` is a Python ``while`` loop: every
 step is recorded and the derivative holds the trip count fixed (the
-derivative of the iterations that ran).  With ``checkpoints=s`` (or
+derivative of the iterations that ran).  A loop over float carries whose
+body is scalar arithmetic and whose condition is one comparison runs in C
+(``_while_in_c``): the count first, then the scan of that many steps.  With ``checkpoints=s`` (or
 ``max_bytes=``) the loop is one tape node that keeps at most ``s`` carries,
 placed online (:mod:`tapead.online`) since the trip count is not known
 until the loop ends, and recomputes the rest in the reverse sweep.
@@ -21,13 +23,14 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from tapead import _core, closures
-from tapead._core import Box, Tape
+from tapead._core import Box, Dual, Tape, Tracer
 from tapead import patterns
 from tapead._prims.base import PER_DIRECTION, PER_LANE, Primitive
 from tapead._tree import tree_flatten, tree_unflatten
 from tapead.checkpointing import CheckpointedChain
 from tapead.errors import ShapeError
-from tapead.loops import _StepTape, _closure_error, _guarded_bind
+from tapead.loops import _StepTape, _closure_error, _guarded_bind, scan
+from tapead.scalar_scan import _unboxed_float
 from tapead.tree_util import leaf_shapes as _shapes, pack_leaves as _pack, unpack_leaves as _unpack
 from tapead.online import OnlineChain
 from tapead._prims.elementwise import astype
@@ -315,7 +318,11 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any,
     -----
     The checkpointed loop does not know its trip count in advance, so it
     places its snapshots online; :func:`tapead.checkpoint_cost` with
-    ``online=True`` reports the forward steps it will recompute.  Traced
+    ``online=True`` reports the forward steps it will recompute.  A loop whose
+    carry is floats, whose body is scalar arithmetic and whose condition is
+    one comparison of its values runs in C instead: its count is found
+    first, and the loop is the scan of that many steps (revolve's schedule
+    with ``checkpoints``).  Traced
     values that ``cond_fun`` or ``body_fun`` close over ride in the carry,
     unchanged (``tapead.closures``), so the derivatives are those of the loop
     with the values passed through the carry.
@@ -348,6 +355,86 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any,
     return _while_checkpointed(cond_fun, body_fun, init_val, s, check)
 
 
+#: the most steps a while loop run in C takes to find its trip count
+_C_MAX_STEPS = 2 ** 62
+
+
+def _under_replay(leaves) -> bool:
+    """Whether a value of ``leaves`` is traced by a tape that replays (``ta.jit``,
+    ``ta.record``), at any level: a count found once would be frozen there."""
+    for x in leaves:
+        while type(x) is Tracer or type(x) is Dual:
+            if type(x) is Tracer and x.tape.replayable:
+                return True
+            x = _core.primal_of(x)
+    return False
+
+
+def _while_in_c(cond_fun, body_fun, init_val, s):
+    """The final carry of a while loop over float carries whose body is scalar
+    arithmetic and whose condition is one comparison of its values, or None
+    (the loop does not qualify).
+
+    Body and condition are recorded once, each on a tape of its own, and run
+    in C to find the trip count n (``_core.scalar_while``); the loop is then
+    the scan of n steps (``tapead.scalar_scan``: one node of the tape, run in
+    C, with ``checkpoints=s`` revolve's schedule for the n now known).  The
+    values are those of stepping in Python, bit for bit, and the derivative is
+    the loop's (the count held fixed).  A tape that replays (``ta.jit``) keeps
+    the step-by-step loop, whose guards notice a count that changes."""
+    leaves, tree = tree_flatten(init_val)
+    top = _core.top_trace(tuple(leaves))
+    if type(top) is not Tape or not leaves or _under_replay(leaves):
+        return None
+    carry0 = [_unboxed_float(v, top) for v in leaves]
+    if any(v is None for v in carry0):
+        return None
+    m = len(carry0)
+    cond, body = Tape(), Tape()
+    before, started = top.n_nodes, _core.traces_started()
+    try:
+        try:
+            cins = cond.input_many([np.float64(v) for v in carry0])
+            pred = cond_fun(tree_unflatten(tree, list(cins)))
+        finally:
+            cond.active = False
+        try:
+            bins = body.input_many([np.float64(v) for v in carry0])
+            out = body_fun(tree_unflatten(tree, list(bins)))
+        finally:
+            body.active = False
+    except Exception:
+        return None                         # the step-by-step loop reports it
+    if top.n_nodes != before or _core.traces_started() - started > 2 or \
+            cond.values_read or body.values_read:
+        return None                         # a closure, a transform, a value read
+    guards = cond.comparison_guards()
+    if len(guards) != 1 or guards[0] is None or type(pred) not in (bool, np.bool_):
+        return None                         # not one comparison
+    _, code, xi, yi, xv, yv, result = guards[0]
+    if bool(pred) != bool(result) or any(i < 0 and not isinstance(_core.concrete(v), (
+            float, int, np.floating, np.integer)) for i, v in ((xi, xv), (yi, yv))):
+        return None                         # the result is not the comparison's
+    out_leaves, out_tree = tree_flatten(out)
+    if out_tree != tree or not all(type(v) is Tracer and v.tape is body and
+                                   type(_core.primal_of(v)) is float for v in out_leaves):
+        return None
+    carry = np.array(carry0, dtype=np.float64)
+    consts = [0.0 if i >= 0 else float(_core.concrete(v)) for i, v in ((xi, xv), (yi, yv))]
+    try:
+        n = _core.scalar_while(body, body.inputs, [v.idx for v in out_leaves], [0.0] * m,
+                               cond, cond.inputs, [xi, yi], consts, _core.COMPARISONS[code],
+                               carry, np.zeros(0), np.zeros((0, m)), _C_MAX_STEPS,
+                               cond_guards=True)
+    except ValueError:
+        return None                         # not all scalar
+    if n == 0:
+        return init_val
+    final, _ = scan(lambda c, _: (body_fun(c), None), init_val, None, length=int(n),
+                    checkpoints=s)
+    return final
+
+
 def _while_checkpointed(cond_fun, body_fun, init_val, s, check=None):
     """``while_loop`` with the budget ``s`` (None: none) once the functions
     reach no traced value but through the carry."""
@@ -355,6 +442,9 @@ def _while_checkpointed(cond_fun, body_fun, init_val, s, check=None):
     if check is None:
         check = _carry_checker(tree, _shapes(leaves),
                                [np.result_type(_core.concrete(v)) for v in leaves])
+    fast = _while_in_c(cond_fun, body_fun, init_val, s)
+    if fast is not None:
+        return fast
     top = _core.top_trace(tuple(leaves))
     if s is None or type(top) is not Tape:
         # no budget, nothing traced, or forward mode (which stores nothing anyway)

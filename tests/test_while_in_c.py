@@ -1,0 +1,155 @@
+"""``ta.while_loop`` over float carries, run in C.
+
+A while loop whose carry is floats, whose body is scalar arithmetic and whose
+condition is one comparison of its values runs its steps in C: the trip
+count is found by the recorded body and condition (``_core.scalar_while``),
+then the loop is the scan of that many steps (``tapead.scalar_scan``).  The
+values and derivatives are the step-by-step loop's, bit for bit; loops that
+do not qualify keep the step-by-step path.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tapead as ta
+import tapead.numpy as tnp
+from tapead import control
+
+
+@pytest.fixture
+def ran(monkeypatch):
+    """Whether each while loop ran in C."""
+    seen = []
+    orig = control._while_in_c
+
+    def spy(*args):
+        out = orig(*args)
+        seen.append(out is not None)
+        return out
+    monkeypatch.setattr(control, "_while_in_c", spy)
+    return seen
+
+
+def _stepped(f, *args):
+    """``f(*args)`` with every while loop stepped from Python."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(control, "_while_in_c", lambda *a: None)
+        return f(*args)
+
+
+def fixed_point(a, checkpoints=None, steps=500):
+    def body(c):
+        x, k, a = c
+        return tnp.cos(a * x), k + 1.0, a
+    x, k, _ = ta.while_loop(lambda c: c[1] < steps, body, (0.5, 0.0, a),
+                            checkpoints=checkpoints)
+    return x
+
+
+@pytest.mark.parametrize("ck", [None, 1, 3, 10])
+def test_fixed_point_values_and_gradients_are_the_stepped_loops(ck, ran):
+    f = lambda a: fixed_point(a, ck)          # noqa: E731
+    assert f(0.9) == _stepped(f, 0.9)
+    del ran[:]                                # (an untraced loop is a Python loop)
+    g = ta.grad(f)(0.9)
+    assert ran and all(ran)
+    assert g == _stepped(ta.grad(f), 0.9)
+    h = 1e-6
+    assert abs(g - (f(0.9 + h) - f(0.9 - h)) / (2 * h)) < 1e-7
+
+
+@pytest.mark.parametrize("ck", [None, 2])
+def test_a_count_that_depends_on_the_input(ck, ran):
+    """Newton's iteration for sqrt(v) until the residual is small: v rides in
+    the carry, and the count changes with v."""
+    def f(v):
+        def body(c):
+            x, n, w = c
+            return 0.5 * (x + w / x), n + 1.0, w
+        x, n, _ = ta.while_loop(lambda c: abs(c[0] * c[0] - c[2]) > 1e-12 * c[2], body,
+                                (v, 0.0, v), checkpoints=ck)
+        return x * n
+    for v in (2.0, 50.0, 1e6):
+        assert f(v) == _stepped(f, v)
+        del ran[:]
+        g = ta.grad(f)(v)
+        assert ran == [True]
+        assert g == _stepped(ta.grad(f), v)
+        n = f(v) / np.sqrt(v)
+        assert g == pytest.approx(n * 0.5 / np.sqrt(v), rel=1e-12)
+
+
+def test_second_order_through_the_loop(ran):
+    f = lambda a: fixed_point(a, None, 60)      # noqa: E731
+    H = ta.hessian(f)(0.9)
+    assert ran and ran[0]
+    assert H == pytest.approx(_stepped(ta.hessian(f), 0.9), rel=1e-13)
+    h = 1e-4
+    fd = (ta.grad(f)(0.9 + h) - ta.grad(f)(0.9 - h)) / (2 * h)
+    assert H == pytest.approx(fd, rel=1e-7)
+
+
+def test_against_jax_with_the_count_known():
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+    jax.config.update("jax_enable_x64", True)
+
+    def loop(a):
+        return jax.lax.fori_loop(0, 500, lambda i, x: jnp.cos(a * x), 0.5)
+    assert ta.grad(fixed_point)(0.9) == pytest.approx(float(jax.grad(loop)(0.9)),
+                                                      rel=1e-13)
+
+
+def test_no_steps_and_vector_of_carries(ran):
+    assert ta.grad(lambda x: ta.while_loop(lambda c: c > 10.0, lambda c: c * 2.0, x))(1.0) \
+        == 1.0
+    f = lambda x: ta.while_loop(lambda c: c[0] < 100.0,       # noqa: E731
+                                lambda c: (c[0] + c[1], c[1] * 1.5, c[2] - c[0] * 0.01),
+                                (x, 1.0, x))
+    g = ta.grad(lambda x: sum(f(x)))(0.25)
+    assert g == _stepped(ta.grad(lambda x: sum(f(x))), 0.25)
+    assert all(ran)
+
+
+@pytest.mark.parametrize("case", ["int counter", "branch in body", "two comparisons",
+                                  "negated", "array carry", "closure"])
+def test_loops_that_do_not_qualify_step_from_python(case, ran):
+    a0 = 0.7
+    if case == "int counter":
+        f = lambda a: ta.while_loop(lambda c: c[1] < 20,               # noqa: E731
+                                    lambda c: (tnp.sin(c[0]) + a, c[1] + 1), (a, 0))[0]
+    elif case == "branch in body":
+        f = lambda a: ta.while_loop(lambda c: c[1] < 20.0, lambda c: (   # noqa: E731
+            c[0] * 1.1 if c[0] < 1.0 else c[0] * 0.9, c[1] + 1.0), (a, 0.0))[0]
+    elif case == "two comparisons":
+        f = lambda a: ta.while_loop(lambda c: c[1] < 20.0 and c[0] < 5.0,  # noqa: E731
+                                    lambda c: (c[0] * 1.1, c[1] + 1.0), (a, 0.0))[0]
+    elif case == "negated":
+        f = lambda a: ta.while_loop(lambda c: not c[1] >= 20.0,          # noqa: E731
+                                    lambda c: (c[0] * 1.1, c[1] + 1.0), (a, 0.0))[0]
+    elif case == "array carry":
+        f = lambda a: tnp.sum(ta.while_loop(lambda c: c[1] < 20.0,       # noqa: E731
+                                            lambda c: (c[0] * 1.1, c[1] + 1.0),
+                                            (a * np.ones(40), 0.0))[0])
+    else:
+        f = lambda a: ta.while_loop(lambda c: c[1] < 20.0,               # noqa: E731
+                                    lambda c: (c[0] * a, c[1] + 1.0), (a, 0.0))[0]
+    g = ta.grad(f)(a0)
+    assert ran and not any(ran)
+    h = 1e-6
+    assert g == pytest.approx((f(a0 + h) - f(a0 - h)) / (2 * h), rel=1e-7)
+
+
+def test_jit_keeps_the_count_a_guard(ran):
+    """Under ta.jit the count is not frozen: a new input with another count
+    gives that count's result."""
+    def f(v):
+        x, n = ta.while_loop(lambda c: c[0] > 1.0, lambda c: (c[0] * 0.5, c[1] + 1.0),
+                             (v, 0.0))
+        return x * n
+    jf = ta.jit(ta.value_and_grad(f))
+    for v in (10.0, 1000.0, 3.0):
+        val, g = jf(v)
+        n = np.ceil(np.log2(v))
+        assert val == pytest.approx(v / 2 ** n * n) and g == pytest.approx(n / 2 ** n)
