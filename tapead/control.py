@@ -34,6 +34,7 @@ from tapead.scalar_scan import _unboxed_float
 from tapead.tree_util import leaf_shapes as _shapes, pack_leaves as _pack, unpack_leaves as _unpack
 from tapead.online import OnlineChain
 from tapead._prims.elementwise import astype
+from tapead._prims.shape import stack
 from tapead.transforms import jvp, vjp
 
 __all__ = ["cond", "switch", "while_loop"]
@@ -380,11 +381,12 @@ def _while_in_c(cond_fun, body_fun, init_val, s):
     the scan of n steps (``tapead.scalar_scan``: one node of the tape, run in
     C, with ``checkpoints=s`` revolve's schedule for the n now known).  The
     values are those of stepping in Python, bit for bit, and the derivative is
-    the loop's (the count held fixed).  A tape that replays (``ta.jit``) keeps
-    the step-by-step loop, whose guards notice a count that changes."""
+    the loop's (the count held fixed).  On a tape that replays (``ta.jit``)
+    the count is a guard: a replay counts again in C, and a new count
+    re-records, as a flipped comparison does."""
     leaves, tree = tree_flatten(init_val)
     top = _core.top_trace(tuple(leaves))
-    if type(top) is not Tape or not leaves or _under_replay(leaves):
+    if type(top) is not Tape or not leaves:
         return None
     carry0 = [_unboxed_float(v, top) for v in leaves]
     if any(v is None for v in carry0):
@@ -419,15 +421,24 @@ def _while_in_c(cond_fun, body_fun, init_val, s):
     if out_tree != tree or not all(type(v) is Tracer and v.tape is body and
                                    type(_core.primal_of(v)) is float for v in out_leaves):
         return None
-    carry = np.array(carry0, dtype=np.float64)
     consts = [0.0 if i >= 0 else float(_core.concrete(v)) for i, v in ((xi, xv), (yi, yv))]
+    outs, comparison = [v.idx for v in out_leaves], _core.COMPARISONS[code]
+
+    def count(values) -> int:
+        """The steps the loop takes from the carries ``values``, in C."""
+        return int(_core.scalar_while(
+            body, body.inputs, outs, [0.0] * m, cond, cond.inputs, [xi, yi], consts,
+            comparison, np.array(values, dtype=np.float64).reshape(-1), np.zeros(0),
+            np.zeros((0, m)), _C_MAX_STEPS, cond_guards=True))
     try:
-        n = _core.scalar_while(body, body.inputs, [v.idx for v in out_leaves], [0.0] * m,
-                               cond, cond.inputs, [xi, yi], consts, _core.COMPARISONS[code],
-                               carry, np.zeros(0), np.zeros((0, m)), _C_MAX_STEPS,
-                               cond_guards=True)
+        n = count(carry0)
     except ValueError:
         return None                         # not all scalar
+    if _under_replay(leaves):
+        # a recording that replays checks the count at its new inputs (a new
+        # count re-records, as a flipped comparison does)
+        _core.guard_value(stack([v if isinstance(v, Box) else np.float64(v) for v in leaves]),
+                          count, n, "the trip count of a ta.while_loop")
     if n == 0:
         return init_val
     final, _ = scan(lambda c, _: (body_fun(c), None), init_val, None, length=int(n),

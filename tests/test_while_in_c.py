@@ -141,15 +141,42 @@ def test_loops_that_do_not_qualify_step_from_python(case, ran):
     assert g == pytest.approx((f(a0 + h) - f(a0 - h)) / (2 * h), rel=1e-7)
 
 
-def test_jit_keeps_the_count_a_guard(ran):
-    """Under ta.jit the count is not frozen: a new input with another count
-    gives that count's result."""
+def test_under_jit_the_count_is_a_guard(ran):
+    """Under ta.jit the loop runs in C too and its count is checked at each
+    replay: the same count replays, another re-records."""
     def f(v):
         x, n = ta.while_loop(lambda c: c[0] > 1.0, lambda c: (c[0] * 0.5, c[1] + 1.0),
                              (v, 0.0))
         return x * n
     jf = ta.jit(ta.value_and_grad(f))
-    for v in (10.0, 1000.0, 3.0):
+    for v in (10.0, 12.0, 1000.0, 3.0):
         val, g = jf(v)
+        assert (val, g) == ta.value_and_grad(f)(v)
         n = np.ceil(np.log2(v))
         assert val == pytest.approx(v / 2 ** n * n) and g == pytest.approx(n / 2 ** n)
+    info = jf.cache_info()
+    assert info.hits == 1 and info.rerecords == 2       # 12 has 10's count
+    assert ran and all(ran)
+
+
+def test_a_jitted_gradient_of_a_long_loop_records_no_steps():
+    f = lambda a: fixed_point(a, None, 5000)            # noqa: E731
+    jg = ta.jit(ta.grad(f))
+    assert jg(0.9) == ta.grad(f)(0.9) == _stepped(ta.grad(f), 0.9)
+    assert jg(0.8) == ta.grad(f)(0.8)
+    assert jg.cache_info().hits == 1
+    rec = ta.record(f, 0.9)
+    assert rec.tape.n_nodes < 100                      # not 5000 steps
+
+
+def test_a_recording_refuses_inputs_with_another_count():
+    from tapead.errors import GuardFlippedError
+
+    def f(v):
+        x, n = ta.while_loop(lambda c: c[0] > 1.0, lambda c: (c[0] * 0.5, c[1] + 1.0),
+                             (v, 0.0))
+        return x * n
+    rec = ta.record(f, 10.0)
+    assert rec(12.0) == f(12.0)                          # the same count: 4 halvings
+    with pytest.raises(GuardFlippedError, match="trip count of a ta.while_loop"):
+        rec(1000.0)
