@@ -313,17 +313,18 @@ _lock = threading.Lock()
 PARTS = ("step", "fwd", "rev", "adj", "adv", "scan")   # a body's functions, in address order
 
 
-def library(source: str, count: int, parts: Sequence[str] = PARTS) -> native.NativeLibrary:
+def library(source: str, count: int, parts: Sequence[str] = PARTS,
+            names: Sequence[str] = ()) -> native.NativeLibrary:
     """The loaded library of ``count`` bodies ``tapead_body_<k>`` whose C is
-    ``source``, with functions ``parts`` each (built, or found on disk, once
-    per process; the compiler runs outside the lock, so scans that only look
-    a body up do not wait)."""
+    ``source``, with functions ``parts`` each, then the functions ``names``
+    (built, or found on disk, once per process; the compiler runs outside the
+    lock, so scans that only look a body up do not wait)."""
     with _lock:
         lib = _loaded.get(source)
     if lib is None:
         path, seconds, cached = native._build(source, "loops", native._flags())
         lib = native.NativeLibrary(path, [f"tapead_body_{k}_{part}" for k in range(count)
-                                          for part in parts], seconds, cached)
+                                          for part in parts] + list(names), seconds, cached)
         with _lock:
             lib = _loaded.setdefault(source, lib)
     return lib

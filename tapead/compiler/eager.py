@@ -66,7 +66,8 @@ def for_eager(loop, steps: int) -> bool:
     return True
 
 
-def compiled(spec, steps: int, min_work: int = EAGER_MIN_WORK, small: bool = False):
+def compiled(spec, steps: int, min_work: int = EAGER_MIN_WORK, small: bool = False,
+             make=None):
     """``(library, addresses, aux_width)`` of the compiled body ``spec`` (a
     ``ScalarLoop.body_spec``-style tuple; ``addresses`` in the order of
     ``bodies.PARTS``) when this process has compiled it, else None.  Counts
@@ -74,13 +75,16 @@ def compiled(spec, steps: int, min_work: int = EAGER_MIN_WORK, small: bool = Fal
     (``steps`` x its nodes at least ``EAGER_MIN_WORK``) compiles it in a
     background thread (``min_work`` in place of ``EAGER_MIN_WORK`` when given).
     ``small``: a run below ``min_work`` still gets the compiled body when there
-    is one (it only does not count towards compiling it)."""
+    is one (it only does not count towards compiling it).  ``make(spec)``: the
+    code to compile instead of the body's functions, ``(C source after
+    bodies.PRELUDE, function names)`` or None (nothing to compile); then
+    ``(library, addresses, 0)``."""
     if not _eager_on():
         return None
     short = steps * len(spec[0]) < min_work
     if short and not small:
         return None
-    key = _key(spec)
+    key = _key(spec) + ((make.__module__, make.__qualname__) if make is not None else ())
     with _lock:
         seen = _eager.get(key, 0)
         if type(seen) is int:
@@ -88,15 +92,26 @@ def compiled(spec, steps: int, min_work: int = EAGER_MIN_WORK, small: bool = Fal
                 return None
             _eager[key] = seen + 1
             if seen + 1 == EAGER_AFTER:
-                threading.Thread(target=_compile_eager, args=(key, spec), daemon=True,
+                threading.Thread(target=_compile_eager, args=(key, spec, make), daemon=True,
                                  name="tapead-compile-loop").start()
             return None
     return None if seen[0] is None else seen
 
 
-def _compile_eager(key, spec):
-    body = _Body(spec)
+def _compile_eager(key, spec, make=None):
     done = (None, (), 0)
+    if make is not None:
+        try:
+            made = make(spec)
+            if made is not None:
+                lib = library(PRELUDE + made[0], 0, (), names=made[1])
+                done = (lib, tuple(lib.addresses), 0)
+        except (OSError, RuntimeError, ValueError):
+            pass
+        with _lock:
+            _eager[key] = done
+        return
+    body = _Body(spec)
     try:
         if not body.missing():
             lib = library(PRELUDE + body.source("tapead_body_0"), 1,

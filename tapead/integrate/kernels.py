@@ -39,6 +39,7 @@ import numpy as np
 from tapead import _core
 from tapead._core import Box, Tape, Tracer
 from tapead.errors import GuardFlippedError, ShapeError
+from tapead.integrate.compiled import compiled_tangent
 import tapead.numpy as tnp
 from tapead.transforms import jacfwd, vjp
 
@@ -254,11 +255,17 @@ class RhsKernel:
         shape, Y_shape = (n, n + self.p + 1), (K, n)
         zeros = self.zeros_n
         ZY = Z[1:, :n]                     # where Y goes
+        fast = {}                          # the tape -> its compiled function, or None
 
         def fun(u, t):
             tape = self.jtape
             if tape is None:
                 return general(u, t, p, p_list, Z)
+            if tape not in fast:
+                fast.clear()
+                fast[tape] = self._compiled(tape, u, t, p, Pdot, general, p_list, Z)
+            if fast[tape] is not None:
+                return fast[tape](u, t)
             vals = u[:n].tolist()
             vals.append(t)
             vals.extend(p_list)
@@ -273,6 +280,17 @@ class RhsKernel:
                 return general(u, t, p, p_list, Z)
             ZY[...] = u[n:].reshape(Y_shape)
             return dot(Z, r.reshape(shape).T).ravel()
+        return fun
+
+    def _compiled(self, tape, u, t, p, Pdot, general, p_list, Z):
+        """The compiled tangent right-hand side of the Jacobian tape
+        (``tapead.integrate.compiled``), checked once against the tape's own
+        at ``(u, t)``; None while there is none (or it disagrees)."""
+        fun = compiled_tangent(tape, self.jout[0], self.n, self.p, p, Pdot, calls=1000)
+        if fun is None:
+            return None
+        if not _close(fun(u, t), general(u, t, p, p_list, Z)):
+            return None                    # not the tape's numbers: keep the tape
         return fun
 
     def tangent_work(self, Pdot):
