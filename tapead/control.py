@@ -356,8 +356,9 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any,
     return _while_checkpointed(cond_fun, body_fun, init_val, s, check)
 
 
-#: the most steps a while loop run in C takes to find its trip count
-_C_MAX_STEPS = 2 ** 62
+#: steps a while loop run in C takes between two looks at Python's signals
+#: (so that Ctrl-C stops a loop that does not end)
+_C_CHUNK = 1 << 20
 
 
 def _under_replay(leaves) -> bool:
@@ -426,10 +427,15 @@ def _while_in_c(cond_fun, body_fun, init_val, s):
 
     def count(values) -> int:
         """The steps the loop takes from the carries ``values``, in C."""
-        return int(_core.scalar_while(
-            body, body.inputs, outs, [0.0] * m, cond, cond.inputs, [xi, yi], consts,
-            comparison, np.array(values, dtype=np.float64).reshape(-1), np.zeros(0),
-            np.zeros((0, m)), _C_MAX_STEPS, cond_guards=True))
+        carry, total = np.array(values, dtype=np.float64).reshape(-1), 0
+        while True:
+            done = int(_core.scalar_while(
+                body, body.inputs, outs, [0.0] * m, cond, cond.inputs, [xi, yi], consts,
+                comparison, carry, np.zeros(0), np.zeros((0, m)), _C_CHUNK,
+                cond_guards=True))
+            total += done
+            if done < _C_CHUNK:
+                return total
     try:
         n = count(carry0)
     except ValueError:

@@ -180,3 +180,14 @@ def test_a_recording_refuses_inputs_with_another_count():
     assert rec(12.0) == f(12.0)                          # the same count: 4 halvings
     with pytest.raises(GuardFlippedError, match="trip count of a ta.while_loop"):
         rec(1000.0)
+
+
+def test_a_long_count_runs_in_chunks(monkeypatch):
+    """The count is found a chunk of steps at a time (between them Python sees
+    Ctrl-C): a loop longer than a chunk gives the same count and gradient."""
+    f = lambda a: fixed_point(a, None, 1000)            # noqa: E731
+    want = ta.grad(f)(0.9)
+    monkeypatch.setattr(control, "_C_CHUNK", 64)
+    assert ta.grad(f)(0.9) == want
+    monkeypatch.setattr(control, "_C_CHUNK", 1000)      # exactly one chunk, then none
+    assert ta.grad(f)(0.9) == want
