@@ -11,8 +11,9 @@ structures; a branch whose result does not fit what follows fails there.
 step is recorded and the derivative holds the trip count fixed (the
 derivative of the iterations that ran).  A loop over float carries whose
 body is scalar arithmetic and whose condition is one comparison runs in C
-(``_while_in_c``): the count first, then the scan of that many steps.  With ``checkpoints=s`` (or
-``max_bytes=``) the loop is one tape node that keeps at most ``s`` carries,
+(``_while_in_c``): the count first, then the scan of that many steps.  With
+``checkpoints=s`` (or ``max_bytes=``) the loop is one tape node that keeps
+at most ``s`` carries,
 placed online (:mod:`tapead.online`) since the trip count is not known
 until the loop ends, and recomputes the rest in the reverse sweep.
 """
@@ -389,6 +390,8 @@ def _while_in_c(cond_fun, body_fun, init_val, s):
     top = _core.top_trace(tuple(leaves))
     if type(top) is not Tape or not leaves:
         return None
+    if closures.find(cond_fun, body_fun):
+        return None                         # a traced value reached but through the carry
     carry0 = [_unboxed_float(v, top) for v in leaves]
     if any(v is None for v in carry0):
         return None

@@ -191,3 +191,16 @@ def test_a_long_count_runs_in_chunks(monkeypatch):
     assert ta.grad(f)(0.9) == want
     monkeypatch.setattr(control, "_C_CHUNK", 1000)      # exactly one chunk, then none
     assert ta.grad(f)(0.9) == want
+
+
+def test_a_condition_closing_over_a_value_jit_traces_is_not_frozen(ran):
+    """``a`` is traced by ta.jit but not differentiated: a count found with its
+    value baked in would be stale at the next a.  Such a loop steps in Python."""
+    def f(a, v):
+        x, n = ta.while_loop(lambda c: c[0] > a, lambda c: (c[0] * 0.5, c[1] + 1.0),
+                             (v, 0.0))
+        return x * n
+    jg = ta.jit(ta.grad(f, argnums=1))
+    for a in (1.0, 0.1, 0.01, 1.0):
+        assert jg(a, 10.0) == ta.grad(f, argnums=1)(a, 10.0)
+    assert not any(ran[:1])
