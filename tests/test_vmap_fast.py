@@ -353,3 +353,34 @@ def test_matmul_with_an_unmapped_matrix_argument(axis):
         _same_bits(fast, _run(f, [w, X], (None, axis), False), "unmapped matrix")
         loop = np.stack([f(w, x[i]) for i in range(5)])
         np.testing.assert_allclose(fast, loop, rtol=1e-13, atol=1e-15)
+
+
+def test_lanes_against_a_repeated_weight_are_one_gemm():
+    """Per-example gradients differentiate each lane's own copy of a shared
+    weight, a stride-0 repeat of it: ``x @ W`` over the lanes is then one GEMM
+    (``linalg._matmul_impl``), numpy's product to rounding, and eager and jit
+    give the same bits."""
+    import tapead as ta
+    import tapead.numpy as tnp
+    from tapead._prims.linalg import _matmul_impl
+    rng = np.random.default_rng(0)
+    for n, m, k, p in [(5, 1, 3, 4), (7, 3, 2, 6), (2, 1, 1, 1)]:
+        a, W = rng.normal(size=(n, m, k)), rng.normal(size=(k, p))
+        b = np.broadcast_to(W, (n, k, p))
+        np.testing.assert_allclose(_matmul_impl(a, b), np.matmul(a, b), rtol=1e-15,
+                                   atol=1e-15)
+        assert _matmul_impl(a, np.ascontiguousarray(b)).tobytes() == np.matmul(a, b).tobytes()
+    with pytest.raises(ValueError):
+        _matmul_impl(np.ones((3, 1, 2)), np.broadcast_to(np.ones((4, 5)), (3, 4, 5)))
+
+    def loss(P, x, y):
+        h = tnp.tanh(x @ P["W1"] + P["b1"])
+        return tnp.sum((h @ P["W2"] - y) ** 2)
+    P = {"W1": rng.normal(size=(10, 32)), "b1": np.zeros(32), "W2": rng.normal(size=(32, 10))}
+    X, Y = rng.normal(size=(64, 10)), rng.normal(size=(64, 10))
+    per = ta.vmap(ta.grad(loss), in_axes=(None, 0, 0))
+    eager, jitted = per(P, X, Y), ta.jit(per)(P, X, Y)
+    for key in P:
+        assert eager[key].tobytes() == jitted[key].tobytes()
+        want = np.stack([ta.grad(loss)(P, X[i], Y[i])[key] for i in range(3)])
+        np.testing.assert_allclose(eager[key][:3], want, rtol=1e-13, atol=1e-13)
