@@ -17,6 +17,7 @@ import tapead.scaly as sc
 from tapead import _core
 from tapead.compiler import eager, native
 from tapead.scaly.control import scalar
+from test_scaly_control_online import _stretched       # a while loop with a parameter
 
 pytestmark = pytest.mark.skipif(not native.available(), reason="no C compiler here")
 
@@ -264,28 +265,6 @@ def test_compiled_gradient_matches_jax(calls):
     np.testing.assert_allclose(g, want, rtol=0, atol=1e-12 * np.abs(want).max())
 
 
-BOOL = sc.TensorType((), sc.dtypes.bool_)
-
-
-def _stretched(s):
-    """A while loop with a parameter (its count depends on the values)."""
-    @sc.function(sc.arg("x", 2), sc.arg("p", ()), outputs=sc.arg("go", BOOL))
-    def unfinished(x, p):
-        return x.sum() < 200.0
-
-    @sc.function(sc.arg("x", 2), sc.arg("p", ()))
-    def stretch(x, p):
-        return x * p + sc.stack([x[1], x[0]]).sin() * 0.1
-
-    @sc.function(sc.arg("x0", 2), sc.arg("p", ()),
-                 outputs=sc.group(sc.arg("y", ()), sc.arg("n", sc.TensorType((), sc.dtypes.int64))))
-    def run(x0, p):
-        x, n = sc.while_loop(unfinished, stretch, x0, max_iter=500, params=(p,),
-                             checkpoints=s)
-        return (x * x).sum(), n
-    return run
-
-
 @pytest.mark.parametrize("s", [None, 3])
 def test_compiled_while_loops_give_the_interpreters_bits(s, calls):
     run = _stretched(s)
@@ -318,10 +297,7 @@ def test_compiled_while_loops_give_the_interpreters_bits(s, calls):
     np.testing.assert_allclose(out, float(jax.grad(unrolled)(float(args[1]))), rtol=1e-13)
 
 
-@pytest.mark.parametrize("reverse", [False, True])
-def test_compiled_checkpointed_scans_give_the_interpreters_bits(reverse, calls):
-    T = 500
-
+def _sine_rollout(T, reverse, checkpoints):
     @sc.function(sc.arg("x", 2), sc.arg("u", ()))
     def body(x, u):
         return x + H * sc.stack([x[1].sin(), u]), (x * x).sum()
@@ -329,27 +305,20 @@ def test_compiled_checkpointed_scans_give_the_interpreters_bits(reverse, calls):
     @sc.function(sc.arg("x0", 2), sc.arg("us", T),
                  outputs=sc.group(sc.arg("final", 2), sc.arg("cost", ())))
     def rollout(x0, us):
-        final, (costs,) = sc.scan(body, x0, (us,), length=T, checkpoints=7, reverse=reverse)
+        final, (costs,) = sc.scan(body, x0, (us,), length=T, checkpoints=checkpoints,
+                                  reverse=reverse)
         return final, costs.sum()
+    return rollout
 
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_compiled_checkpointed_scans_give_the_interpreters_bits(reverse, calls):
+    T = 500
+    rollout, stored = _sine_rollout(T, reverse, 7), _sine_rollout(T, reverse, None)
     x0, us = np.array([1.0, 0.0]), np.sin(np.linspace(0.0, 6.0, T))
     for wrt in ("us", "x0"):
         grad = sc.gradient(rollout, "cost", wrt)
         ref, out = _run_compiled(grad, x0, us, calls=calls)
         _same_bits(ref, out)
-        stored = sc.gradient(_scan_like(rollout, T, reverse), "cost", wrt)(x0, us)
-        np.testing.assert_allclose(out, stored, rtol=1e-13, atol=1e-13)
-
-
-def _scan_like(_, T, reverse):
-    """The same rollout storing every step (no checkpoints)."""
-    @sc.function(sc.arg("x", 2), sc.arg("u", ()))
-    def body(x, u):
-        return x + H * sc.stack([x[1].sin(), u]), (x * x).sum()
-
-    @sc.function(sc.arg("x0", 2), sc.arg("us", T),
-                 outputs=sc.group(sc.arg("final", 2), sc.arg("cost", ())))
-    def rollout(x0, us):
-        final, (costs,) = sc.scan(body, x0, (us,), length=T, reverse=reverse)
-        return final, costs.sum()
-    return rollout
+        want = sc.gradient(stored, "cost", wrt)(x0, us)
+        np.testing.assert_allclose(out, want, rtol=1e-13, atol=1e-13)
